@@ -1,0 +1,146 @@
+"""Canonical JSON (RFC 8785, JCS) and handoff identity, as profiled by spec/identity.md.
+
+Numbers follow the I-JSON profile of the spec: integers must fit in +-(2**53 - 1), finite
+floats are written with the ECMAScript shortest round-trip form. Anything that is not JSON
+is refused with `InvalidInput` naming the JSON path of the offending value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from typing import Any
+
+from .errors import InvalidInput
+
+MAX_SAFE_INTEGER = 2**53 - 1
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def canonical_json(obj: Any) -> bytes:
+    """The RFC 8785 canonical UTF-8 bytes of a JSON value."""
+    out: list[str] = []
+    _write(obj, "$", out)
+    return "".join(out).encode("utf-8")
+
+
+def sha256_of(obj: Any) -> str:
+    """`"sha256:" + hex(SHA-256(JCS(obj)))`: the digest used for ids and record hashes."""
+    return "sha256:" + hashlib.sha256(canonical_json(obj)).hexdigest()
+
+
+def handoff_id(intent: Any) -> str:
+    """The content address of an intent (DHP-ID-001)."""
+    return sha256_of(intent)
+
+
+def parse_json(text: str | bytes) -> Any:
+    """Parse JSON text strictly: no NaN/Infinity literals, no duplicate member names."""
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except InvalidInput:
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise InvalidInput(f"not valid JSON: {exc}", requirement="DHP-CJ-001") from None
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
+    obj: dict = {}
+    for key, value in pairs:
+        if key in obj:
+            raise InvalidInput(f"duplicate member name {key!r}", requirement="DHP-CJ-001")
+        obj[key] = value
+    return obj
+
+
+def _no_constant(name: str) -> Any:
+    raise InvalidInput(f"{name} is not a JSON number", requirement="DHP-CJ-006")
+
+
+def _child(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if _IDENT.match(key) else f"{path}[{json.dumps(key)}]"
+
+
+def _string(s: str, path: str) -> str:
+    text = json.dumps(s, ensure_ascii=False)  # JCS escapes exactly what json.dumps does
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(
+            f"{path}: lone surrogate U+{ord(s[exc.start]):04X} at index {exc.start} "
+            "cannot be encoded as UTF-8", requirement="DHP-CJ-003") from None
+    return text
+
+
+def _write(obj: Any, path: str, out: list[str]) -> None:
+    if obj is None:
+        out.append("null")
+    elif obj is True:
+        out.append("true")
+    elif obj is False:
+        out.append("false")
+    elif isinstance(obj, str):
+        out.append(_string(obj, path))
+    elif isinstance(obj, int):
+        if not -MAX_SAFE_INTEGER <= obj <= MAX_SAFE_INTEGER:
+            raise InvalidInput(f"{path}: integer {obj} is outside the I-JSON range +-(2**53-1)",
+                               requirement="DHP-CJ-004")
+        out.append(str(int(obj)))
+    elif isinstance(obj, float):
+        out.append(format_number(obj, path))
+    elif isinstance(obj, dict):
+        for key in obj:
+            if not isinstance(key, str):
+                raise InvalidInput(f"{path}: object key {key!r} is not a string",
+                                   requirement="DHP-CJ-007")
+        out.append("{")
+        keys = sorted(obj, key=lambda k: k.encode("utf-16-be", "surrogatepass"))
+        for i, key in enumerate(keys):
+            if i:
+                out.append(",")
+            child = _child(path, key)
+            out.append(_string(key, child + " (key)"))
+            out.append(":")
+            _write(obj[key], child, out)
+        out.append("}")
+    elif isinstance(obj, list):
+        out.append("[")
+        for i, item in enumerate(obj):
+            if i:
+                out.append(",")
+            _write(item, _child(path, i), out)
+        out.append("]")
+    else:
+        raise InvalidInput(f"{path}: a {type(obj).__name__} is not a JSON value",
+                           requirement="DHP-CJ-007")
+
+
+def format_number(x: float, path: str = "$") -> str:
+    """ECMAScript Number.prototype.toString of a finite double (RFC 8785 section 3.2.2.3)."""
+    if math.isnan(x) or math.isinf(x):
+        raise InvalidInput(f"{path}: {x} is not a JSON number", requirement="DHP-CJ-006")
+    if x == 0:
+        return "0"  # also -0.0
+    sign = "-" if x < 0 else ""
+    mantissa, _, exp = repr(abs(x)).partition("e")  # repr is the shortest round-trip form
+    int_part, _, frac = mantissa.partition(".")
+    all_digits = int_part + frac
+    leading = len(all_digits) - len(all_digits.lstrip("0"))
+    digits = all_digits.strip("0")
+    k = len(digits)
+    n = len(int_part) + (int(exp) if exp else 0) - leading  # x = 0.digits * 10**n
+    if k <= n <= 21:
+        body = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        body = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        body = "0." + "0" * (-n) + digits
+    else:
+        e = n - 1
+        head = digits[0] + ("." + digits[1:] if k > 1 else "")
+        body = f"{head}e{'+' if e > 0 else '-'}{abs(e)}"
+    return sign + body

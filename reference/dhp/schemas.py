@@ -1,0 +1,77 @@
+"""The protocol's JSON Schemas, loaded from the shipped `schemas/` folder (the single source
+of truth for wire objects) and compiled once into draft 2020-12 validators."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any
+
+import dhp_data
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from referencing import Registry, Resource
+
+from .errors import InvalidInput
+
+
+@cache
+def registry() -> Registry:
+    """Every shipped schema, addressable by its `$id` for cross-schema `$ref`s."""
+    resources = []
+    for file in sorted(dhp_data.path("schemas").glob("*.json")):
+        schema = json.loads(file.read_text(encoding="utf-8"))
+        resources.append((schema["$id"], Resource.from_contents(schema)))
+    return Registry().with_resources(resources)
+
+
+@cache
+def schema(name: str) -> dict:
+    """A shipped schema by file stem, e.g. `schema("envelope")`."""
+    file = dhp_data.path("schemas", f"{name}.json")
+    return json.loads(file.read_text(encoding="utf-8"))
+
+
+@cache
+def validator(name: str) -> Draft202012Validator:
+    return Draft202012Validator(schema(name), registry=registry(),
+                                format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def json_path(error: Any) -> str:
+    """`$.a.b[0]`-style path of a jsonschema error."""
+    out = "$"
+    for part in error.absolute_path:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def errors(name: str, instance: Any) -> list[dict]:
+    """Every violation of schema `name` as `{"path", "message"}`, in document order."""
+    found = sorted(validator(name).iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path])
+    return [{"path": json_path(e), "message": e.message} for e in found]
+
+
+def check(name: str, instance: Any, *, requirement: str) -> None:
+    """Raise `InvalidInput` listing every violation of schema `name`."""
+    found = errors(name, instance)
+    if found:
+        listing = "; ".join(f"{e['path']}: {e['message']}" for e in found)
+        raise InvalidInput(f"not a valid {name}: {listing}", requirement=requirement,
+                           details=found)
+
+
+@cache
+def _compiled_user_schema(text: str) -> Draft202012Validator:
+    return Draft202012Validator(json.loads(text),
+                                format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def user_schema_validator(output_schema: dict) -> Draft202012Validator:
+    """A validator for a handoff's output schema; refuses a schema that is itself invalid."""
+    try:
+        Draft202012Validator.check_schema(output_schema)
+    except SchemaError as exc:
+        raise InvalidInput(f"output_schema is not a valid JSON Schema 2020-12: {exc.message}",
+                           requirement="DHP-ENV-004") from None
+    return _compiled_user_schema(json.dumps(output_schema, sort_keys=True))
