@@ -59,7 +59,8 @@ def _no_constant(name: str) -> Any:
     raise InvalidInput(f"{name} is not a JSON number", requirement="DHP-CJ-006")
 
 
-def _child(path: str, key: str | int) -> str:
+def child_path(path: str, key: str | int) -> str:
+    """`$.a`, `$["a b"]` or `$[3]`: the JSON path notation of every DHP error message."""
     if isinstance(key, int):
         return f"{path}[{key}]"
     return f"{path}.{key}" if _IDENT.match(key) else f"{path}[{json.dumps(key)}]"
@@ -86,10 +87,10 @@ def _write(obj: Any, path: str, out: list[str]) -> None:
     elif isinstance(obj, str):
         out.append(_string(obj, path))
     elif isinstance(obj, int):
-        if not -MAX_SAFE_INTEGER <= obj <= MAX_SAFE_INTEGER:
-            raise InvalidInput(f"{path}: integer {obj} is outside the I-JSON range +-(2**53-1)",
-                               requirement="DHP-CJ-004")
-        out.append(str(int(obj)))
+        if -MAX_SAFE_INTEGER <= obj <= MAX_SAFE_INTEGER:
+            out.append(str(int(obj)))
+        else:
+            out.append(format_number(_big_integer(obj, path), path))
     elif isinstance(obj, float):
         out.append(format_number(obj, path))
     elif isinstance(obj, dict):
@@ -102,7 +103,7 @@ def _write(obj: Any, path: str, out: list[str]) -> None:
         for i, key in enumerate(keys):
             if i:
                 out.append(",")
-            child = _child(path, key)
+            child = child_path(path, key)
             out.append(_string(key, child + " (key)"))
             out.append(":")
             _write(obj[key], child, out)
@@ -112,11 +113,26 @@ def _write(obj: Any, path: str, out: list[str]) -> None:
         for i, item in enumerate(obj):
             if i:
                 out.append(",")
-            _write(item, _child(path, i), out)
+            _write(item, child_path(path, i), out)
         out.append("]")
     else:
         raise InvalidInput(f"{path}: a {type(obj).__name__} is not a JSON value",
                            requirement="DHP-CJ-007")
+
+
+def _big_integer(value: int, path: str) -> float:
+    """An integer beyond 2**53-1 is a double like any number (DHP-CJ-004): refused where its
+    canonical text would be plain digits, accepted (rounded) from 1e21 up."""
+    if abs(value) < 10**21:
+        _refuse_integral(value, path)
+    return float(value)
+
+
+def _refuse_integral(value: float | int, path: str) -> None:
+    # Canonical text of such a value is plain digits, which every strict parser reads back
+    # as an integer outside the I-JSON range: refusing by value keeps all languages equal.
+    raise InvalidInput(f"{path}: integral number {value:.0f} is outside the I-JSON range "
+                       "+-(2**53-1) and below 1e21", requirement="DHP-CJ-004")
 
 
 def format_number(x: float, path: str = "$") -> str:
@@ -125,6 +141,8 @@ def format_number(x: float, path: str = "$") -> str:
         raise InvalidInput(f"{path}: {x} is not a JSON number", requirement="DHP-CJ-006")
     if x == 0:
         return "0"  # also -0.0
+    if x.is_integer() and MAX_SAFE_INTEGER < abs(x) < 1e21:
+        _refuse_integral(x, path)
     sign = "-" if x < 0 else ""
     mantissa, _, exp = repr(abs(x)).partition("e")  # repr is the shortest round-trip form
     int_part, _, frac = mantissa.partition(".")

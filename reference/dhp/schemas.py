@@ -12,6 +12,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from referencing import Registry, Resource
 
+from .canonical import child_path
 from .errors import InvalidInput
 
 
@@ -42,7 +43,7 @@ def json_path(error: Any) -> str:
     """`$.a.b[0]`-style path of a jsonschema error."""
     out = "$"
     for part in error.absolute_path:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+        out = child_path(out, part)
     return out
 
 

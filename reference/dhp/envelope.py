@@ -1,0 +1,115 @@
+"""Intents and envelopes: building them and checking them (spec/identity, spec/envelope).
+
+The shape of both lives in schemas/intent.json, budget.json and envelope.json; this module
+only decides the order of the checks and which error and requirement each failure gets:
+version first (so a future version is not called malformed), then JSON-ness (canonical
+form), then the schema, then the output schema, then the id.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+from . import schemas
+from .canonical import canonical_json, handoff_id
+from .errors import IntegrityError, InvalidInput, UnsupportedVersion
+
+PROTOCOL_VERSION = "1.0"
+
+
+def make_intent(task_kind: str, inputs: dict, output_schema: dict,
+                budget: dict | None = None) -> dict:
+    """A checked intent: exactly the five members of DHP-ID-002."""
+    intent = {"dhp": PROTOCOL_VERSION, "task_kind": task_kind, "inputs": inputs,
+              "output_schema": output_schema, "budget": {} if budget is None else budget}
+    check_intent(intent)
+    return intent
+
+
+def make_envelope(intent: dict, created_at: str | _dt.datetime | None = None) -> dict:
+    """A checked envelope for `intent`. `created_at` (RFC 3339 text or an aware datetime) is
+    metadata outside the identity (DHP-ENV-005); None leaves it out, so the envelope of an
+    intent is deterministic unless the caller asks for a timestamp."""
+    check_intent(intent)
+    envelope = {"dhp": PROTOCOL_VERSION, "handoff_id": handoff_id(intent), "intent": intent}
+    if created_at is not None:
+        envelope["created_at"] = _rfc3339(created_at)
+    check_envelope(envelope)
+    return envelope
+
+
+def check_intent(intent: Any) -> None:
+    """Raise the contract's typed error if `intent` is not a valid DHP/1.0 intent."""
+    _check_version(intent, "$")
+    canonical_json(intent)  # refuses non-JSON values, naming their path (DHP-CJ-*)
+    _check_schema("intent", intent, "$")
+    _check_output_schema(intent["output_schema"], "$.output_schema")
+
+
+def check_envelope(envelope: Any) -> None:
+    """Raise the contract's typed error if `envelope` is not a valid DHP/1.0 envelope."""
+    _check_version(envelope, "$")
+    if isinstance(envelope, dict):
+        _check_version(envelope.get("intent"), "$.intent")
+    canonical_json(envelope)
+    _check_schema("envelope", envelope, "$")
+    intent = envelope["intent"]
+    _check_output_schema(intent["output_schema"], "$.intent.output_schema")
+    expected = handoff_id(intent)
+    if envelope["handoff_id"] != expected:
+        raise IntegrityError(
+            f"$.handoff_id: {envelope['handoff_id']} does not match the intent, whose id is "
+            f"{expected}", requirement="DHP-ENV-002",
+            details={"stated": envelope["handoff_id"], "computed": expected})
+
+
+def _check_version(obj: Any, path: str) -> None:
+    # Only a *string* other than "1.0" names another version; any other value is malformed
+    # and left to the schema (invalid_input).
+    if isinstance(obj, dict) and isinstance(obj.get("dhp"), str) \
+            and obj["dhp"] != PROTOCOL_VERSION:
+        raise UnsupportedVersion(
+            f"{path}.dhp: version {obj['dhp']!r} is not supported; this implementation "
+            f"speaks DHP/{PROTOCOL_VERSION}", requirement="DHP-ENV-003")
+
+
+def _check_schema(name: str, obj: Any, root: str) -> None:
+    found = schemas.errors(name, obj)
+    if not found:
+        return
+    listing = "; ".join(f"{e['path']}: {e['message']}" for e in found)
+    raise InvalidInput(f"not a valid {name}: {listing}",
+                       requirement=_requirement(name, [e["path"] for e in found]),
+                       details=found)
+
+
+def _check_output_schema(output_schema: dict, path: str) -> None:
+    try:
+        schemas.user_schema_validator(output_schema)
+    except InvalidInput as exc:  # add where the bad schema sits
+        raise InvalidInput(f"{path}: {exc.message}", requirement=exc.requirement,
+                           details=exc.details) from None
+
+
+def _requirement(name: str, paths: list[str]) -> str:
+    """The most specific requirement every violation falls under."""
+    prefix = "$.intent" if name == "envelope" else "$"
+
+    def under(path: str, base: str) -> bool:
+        return path == base or path.startswith(base + ".") or path.startswith(base + "[")
+
+    if all(under(p, prefix + ".budget") for p in paths):
+        return "DHP-ID-003"
+    if all(under(p, prefix) for p in paths):
+        return "DHP-ID-002"
+    return "DHP-ENV-001"
+
+
+def _rfc3339(value: str | _dt.datetime) -> str:
+    if isinstance(value, str):
+        return value
+    if value.tzinfo is None:
+        raise InvalidInput("created_at: a datetime without a time zone is ambiguous",
+                           requirement="DHP-ENV-001")
+    return value.astimezone(_dt.timezone.utc).isoformat().replace("+00:00", "Z")
