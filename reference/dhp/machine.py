@@ -80,12 +80,13 @@ def _reject(record: dict | None, error: DHPError) -> Outcome:
     return Outcome(False, record, error, changed=False)
 
 
-def _dead_letter(record: dict, reason: str, requirement: str, now: float) -> Outcome:
-    """BUD-005: the refusal and the move to the DLQ are one outcome, stored atomically."""
+def _dead_letter(record: dict, cap: str, why: str, requirement: str) -> Outcome:
+    """BUD-005: the refusal and the move to the DLQ are one outcome, stored atomically.
+    The stored reason is the cap's name; the message says by how much."""
     parked = dict(record, state="dead_lettered", owner=None, lease_expires_at=None,
-                  dlq_reason=reason)
-    error = BudgetExceeded(f"{reason}; the handoff is now dead_lettered",
-                           requirement=requirement, details={"reason": reason})
+                  dlq_reason=cap)
+    error = BudgetExceeded(f"{why}; the handoff is now dead_lettered",
+                           requirement=requirement, details={"reason": cap})
     return Outcome(False, parked, error, changed=True)
 
 
@@ -108,10 +109,11 @@ def _take(record: dict, op: dict, now: float) -> Outcome:
         return _reject(record, Conflict(f"handoff is {state}", requirement="DHP-STM-007"))
     cap = record["budget"].get("max_attempts")
     if cap is not None and record["attempts"] >= cap:
-        return _dead_letter(record, f"max_attempts {cap} exhausted", "DHP-BUD-001", now)
+        return _dead_letter(record, "max_attempts", f"max_attempts {cap} exhausted",
+                            "DHP-BUD-001")
     reason = _wall_clock_exceeded(record, now)
     if reason:
-        return _dead_letter(record, reason, "DHP-BUD-004", now)
+        return _dead_letter(record, "max_wall_clock_s", reason, "DHP-BUD-004")
     taken = dict(record, state="claimed", owner=op["worker"], fence=record["fence"] + 1,
                  lease_expires_at=now + op["ttl"], attempts=record["attempts"] + 1,
                  first_claimed_at=record["first_claimed_at"] if
@@ -133,7 +135,7 @@ def _write(record: dict, op: dict, now: float) -> Outcome:
         return _reject(record, LeaseLost(_why_lost(record, op, now), requirement="DHP-FEN-004"))
     reason = _wall_clock_exceeded(record, now)
     if reason:
-        return _dead_letter(record, reason, "DHP-BUD-004", now)
+        return _dead_letter(record, "max_wall_clock_s", reason, "DHP-BUD-004")
     name = op["name"]
     if name == "heartbeat":
         return Outcome(True, dict(record, lease_expires_at=now + op["ttl"]))
@@ -154,11 +156,11 @@ def _checkpoint(record: dict, op: dict, now: float) -> Outcome:
     budget = record["budget"]
     spend = op.get("spend", 0)
     if budget.get("max_steps") is not None and record["steps"] + 1 > budget["max_steps"]:
-        return _dead_letter(record, f"max_steps {budget['max_steps']} exhausted",
-                            "DHP-BUD-002", now)
+        return _dead_letter(record, "max_steps", f"max_steps {budget['max_steps']} exhausted",
+                            "DHP-BUD-002")
     if budget.get("max_spend") is not None and record["spend"] + spend > budget["max_spend"]:
-        return _dead_letter(record, f"max_spend {budget['max_spend']} would be exceeded "
-                            f"({record['spend']} spent + {spend})", "DHP-BUD-003", now)
+        return _dead_letter(record, "max_spend", f"max_spend {budget['max_spend']} would be "
+                            f"exceeded ({record['spend']} spent + {spend})", "DHP-BUD-003")
     return Outcome(True, dict(record, steps=record["steps"] + 1, spend=record["spend"] + spend,
                               lease_expires_at=now + op["ttl"], last_progress_at=now))
 

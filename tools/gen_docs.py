@@ -1,0 +1,147 @@
+"""Generated pages of the documentation site, used as a MkDocs hook (mkdocs.yml `hooks:`).
+
+Nothing generated is written to docs/: at build time the hook adds, in memory,
+- spec/*.md: the specification pages, each requirement ID made a link to its own anchor;
+- requirements.md: every requirement with its level and the vectors, tests and checks citing it;
+- schemas/index.md, schemas/<name>.md (pretty-printed) and schemas/<name>.json (the file itself).
+So `mkdocs build --strict` works from a clean clone and the site never drifts from the sources.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+import gen_requirements  # noqa: E402
+import traceability  # noqa: E402
+
+SPEC_ORDER = ["index", "terminology", "identity", "envelope", "states", "leases-fencing",
+              "checkpoints", "budgets", "results", "log", "errors", "security", "transport",
+              "adapter"]
+MARKER = re.compile(r'<a id="(DHP-[A-Z]+-[0-9]{3})"></a>\*\*\1\*\*')
+SCHEMA_LINK = re.compile(r"\]\(\.\./schemas/([A-Za-z0-9_-]+)\.json\)")
+
+
+def spec_pages(root: Path = ROOT) -> dict[str, str]:
+    """`spec/<page>.md` -> site Markdown."""
+    out = {}
+    for path in sorted((root / "spec").glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        text = MARKER.sub(r'<a id="\1"></a>[**\1**](#\1)', text)
+        text = SCHEMA_LINK.sub(r"](../schemas/\1.md)", text)
+        out[f"spec/{path.name}"] = text
+    return out
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def requirements_page(requirements: list[dict], found: list[traceability.Citation]) -> str:
+    cited = traceability.by_requirement(found)
+    lines = [
+        "# Requirements index",
+        "",
+        "Generated from the specification (`spec/requirements.json`, built by",
+        "`tools/gen_requirements.py`) and from the sources that cite each requirement: the",
+        "`requirements` lists of the test vectors, the `@pytest.mark.covers(...)` markers of the",
+        "tests, and the conformance kit's checks.",
+        "",
+        f"{len(requirements)} requirements; MUST and MUST NOT statements of the reserved areas",
+        "aside, every one is cited at least once (the traceability test enforces it).",
+        "",
+        "| Requirement | Level | Statement | Cited by |",
+        "|-------------|-------|-----------|----------|",
+    ]
+    for req in requirements:
+        page = req["page"]
+        link = f"[{req['id']}](spec/{page}#{req['anchor']})"
+        by_kind: dict[str, list[str]] = {}
+        for c in cited.get(req["id"], []):
+            names = by_kind.setdefault(c.kind, [])
+            if c.name not in names:
+                names.append(c.name)
+        parts = []
+        for kind, label in (("vector", "vectors"), ("test", "tests"), ("check", "kit checks")):
+            if by_kind.get(kind):
+                parts.append(f"{label}: " + ", ".join(f"`{n}`" for n in by_kind[kind]))
+        if not parts:
+            parts = ["**not cited**" if traceability.checked(req) else "—"]
+        lines.append(f"| {link} | {req['level']} | {_cell(req['text'])} | "
+                     f"{_cell('<br>'.join(parts))} |")
+    return "\n".join(lines) + "\n"
+
+
+def schema_names(root: Path = ROOT) -> list[str]:
+    return sorted(p.stem for p in (root / "schemas").glob("*.json"))
+
+
+def schema_page(name: str, root: Path = ROOT) -> str:
+    raw = (root / "schemas" / f"{name}.json").read_text(encoding="utf-8")
+    schema = json.loads(raw)
+    lines = [f"# {name}.json", ""]
+    if schema.get("title"):
+        lines += [f"**{schema['title']}**", ""]
+    if schema.get("description"):
+        lines += [schema["description"], ""]
+    lines += [f"`$id`: `{schema.get('$id', '')}` · [raw file]({name}.json)", "",
+              "```json", json.dumps(schema, indent=2, ensure_ascii=False), "```", ""]
+    return "\n".join(lines)
+
+
+def schemas_index(names: list[str], root: Path = ROOT) -> str:
+    lines = ["# Schemas", "",
+             "The JSON Schemas (draft 2020-12) of every DHP wire object, rendered from the files",
+             "in `schemas/`, which are the single source of truth.", "",
+             "| Schema | Title |", "|--------|-------|"]
+    for name in names:
+        title = json.loads((root / "schemas" / f"{name}.json").read_text(encoding="utf-8"))
+        lines.append(f"| [{name}.json]({name}.md) | {_cell(title.get('title', ''))} |")
+    return "\n".join(lines) + "\n"
+
+
+def generated(root: Path = ROOT) -> dict[str, str]:
+    """Every generated file of the site: path inside the docs -> content."""
+    result = gen_requirements.build(root / "spec")
+    if result.problems:
+        raise ValueError("spec lint failed:\n" + "\n".join(result.problems))
+    files = spec_pages(root)
+    files["requirements.md"] = requirements_page(result.requirements,
+                                                 traceability.citations(root))
+    names = schema_names(root)
+    files["schemas/index.md"] = schemas_index(names, root)
+    for name in names:
+        files[f"schemas/{name}.md"] = schema_page(name, root)
+        files[f"schemas/{name}.json"] = (root / "schemas" / f"{name}.json").read_text(
+            encoding="utf-8")
+    return files
+
+
+# --- MkDocs hooks ----------------------------------------------------------------------------
+
+def on_config(config):
+    """Fill the nav's "Specification" and "Schemas" entries from the sources."""
+    spec = [p.stem for p in (ROOT / "spec").glob("*.md")]
+    ordered = [s for s in SPEC_ORDER if s in spec] + sorted(set(spec) - set(SPEC_ORDER))
+    for entry in config.nav or []:
+        if isinstance(entry, dict) and "Specification" in entry:
+            entry["Specification"] = [f"spec/{s}.md" for s in ordered]
+        if isinstance(entry, dict) and "Schemas" in entry:
+            entry["Schemas"] = ["schemas/index.md"] + [
+                {f"{n}.json": f"schemas/{n}.md"} for n in schema_names()]
+    return config
+
+
+def on_files(files, config):
+    from mkdocs.structure.files import File
+
+    for src_uri, content in generated().items():
+        if files.get_file_from_path(src_uri) is not None:
+            raise ValueError(f"docs/{src_uri} would hide a generated page; remove it")
+        files.append(File.generated(config, src_uri, content=content))
+    return files
