@@ -3,7 +3,32 @@
 See spec/ for the normative text. Everything a user needs is importable from here.
 """
 
+from .api import (
+    Store,
+    StoreBackend,
+    TaskContext,
+    cancel,
+    check_integrity,
+    checkpoints,
+    claim,
+    claim_next,
+    dispatch,
+    dlq,
+    drain,
+    envelope_of,
+    export_log,
+    import_log,
+    install_sigterm_drain,
+    last_checkpoint,
+    list_handoffs,
+    orphan,
+    recover,
+    requeue,
+    result,
+    status,
+)
 from .canonical import canonical_json, handoff_id, parse_json, sha256_of
+from .envelope import check_envelope, check_intent, make_envelope, make_intent
 from .errors import (
     BudgetExceeded,
     Cancelled,
@@ -24,6 +49,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "PROTOCOL_VERSION", "BudgetExceeded", "Cancelled", "Conflict", "DHPError", "IntegrityError",
-    "Internal", "InvalidInput", "LeaseLost", "NotFound", "SchemaViolation", "Unavailable",
-    "UnsupportedVersion", "canonical_json", "handoff_id", "parse_json", "sha256_of",
+    "Internal", "InvalidInput", "LeaseLost", "NotFound", "SchemaViolation", "Store",
+    "StoreBackend", "TaskContext", "Unavailable", "UnsupportedVersion", "cancel",
+    "canonical_json", "check_envelope", "check_integrity", "check_intent", "checkpoints", "claim",
+    "claim_next", "dispatch", "dlq", "drain", "envelope_of", "export_log", "handoff_id",
+    "import_log", "install_sigterm_drain", "last_checkpoint", "list_handoffs", "make_envelope",
+    "make_intent", "orphan", "parse_json", "recover", "requeue", "result", "sha256_of", "status",
 ]

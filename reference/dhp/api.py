@@ -1,0 +1,344 @@
+"""The SDK: module-level functions over a store, and `TaskContext`, a worker's hold on one
+handoff.
+
+A `TaskContext` heartbeats in a daemon thread every `heartbeat_interval` (default ttl / 3)
+while it holds the lease. When the store refuses a heartbeat (lease lost, handoff cancelled
+or dead-lettered) the thread stops and the next call on the context raises that error, so
+cancellation reaches a running worker at its next heartbeat or write. Leaving a `with` block
+by an exception, or without `complete`, releases the lease at once.
+
+SIGTERM drains: the first claim made in the main thread installs a SIGTERM handler (unless
+the program has its own) that releases every lease of the process, then exits with status
+143. `install_sigterm_drain()` installs it explicitly; `drain()` releases without exiting.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import threading
+import weakref
+from typing import Any
+
+from . import operations
+from .backend import StoreBackend
+from .canonical import canonical_json
+from .envelope import make_intent
+from .errors import (
+    BudgetExceeded,
+    Cancelled,
+    Conflict,
+    DHPError,
+    InvalidInput,
+    LeaseLost,
+    NotFound,
+)
+from .store import Store
+
+__all__ = [
+    "Store", "StoreBackend", "TaskContext", "cancel", "check_integrity", "checkpoints", "claim",
+    "claim_next", "dispatch", "dlq", "drain", "envelope_of", "export_log", "import_log",
+    "install_sigterm_drain", "last_checkpoint", "list_handoffs", "orphan", "recover", "requeue",
+    "result", "status",
+]
+
+_FATAL = (LeaseLost, Cancelled, BudgetExceeded, NotFound)
+_live: weakref.WeakSet[TaskContext] = weakref.WeakSet()
+_live_mutex = threading.Lock()
+
+
+class TaskContext:
+    """A claimed handoff. Attributes: handoff_id, worker_id, fence, envelope, intent, inputs,
+    last_checkpoint (the state of the last checkpoint, or None), ttl, heartbeat_interval."""
+
+    def __init__(self, store: StoreBackend, row: dict, worker_id: str, ttl: float,
+                 heartbeat_interval: float):
+        self.store = store
+        self.handoff_id: str = row["handoff_id"]
+        self.worker_id = worker_id
+        self.fence: int = row["record"]["fence"]
+        self.envelope: dict = row["envelope"]
+        self.intent: dict = self.envelope["intent"]
+        self.inputs: dict = self.intent["inputs"]
+        last = row.get("last_checkpoint")
+        self.last_checkpoint: Any = last["state"] if last else None
+        self.last_seq: int = last["seq"] if last else 0
+        self.ttl = ttl
+        self.heartbeat_interval = heartbeat_interval
+        self._lost: DHPError | None = None
+        self._done = False
+        self._stop = threading.Event()
+        with _live_mutex:
+            _live.add(self)
+        self._thread = threading.Thread(target=self._beat, daemon=True,
+                                        name=f"dhp-heartbeat-{self.handoff_id[7:19]}")
+        self._thread.start()
+
+    def __repr__(self) -> str:
+        return (f"TaskContext({self.handoff_id[:19]}..., worker={self.worker_id!r}, "
+                f"fence={self.fence}, active={self.active})")
+
+    @property
+    def active(self) -> bool:
+        """True while this context holds (or believes it holds) the lease."""
+        return not self._done
+
+    @property
+    def lost(self) -> DHPError | None:
+        """Why the lease was lost (LeaseLost, Cancelled, BudgetExceeded), or None."""
+        return self._lost
+
+    # --- the fenced writes ---
+
+    def heartbeat(self) -> None:
+        """Extend the lease to now + ttl on the store clock (DHP-LSE-004)."""
+        self._write("heartbeat")
+
+    def checkpoint(self, state: Any, spend: int | float = 0) -> dict:
+        """Record progress durably; returns the chained checkpoint record (DHP-CKP-009)."""
+        record = self._write("checkpoint", state=state, spend=spend)
+        self.last_checkpoint, self.last_seq = state, record["seq"]
+        return record
+
+    def complete(self, result: Any) -> dict:
+        """Validate `result` against the output schema and complete; returns the result
+        record. On SchemaViolation nothing changes and the lease is kept (DHP-RES-002)."""
+        record = self._write("complete", result=result)
+        self._finish()
+        return record
+
+    def release(self) -> None:
+        """Give the handoff back (state released, fence kept) for another worker."""
+        self._write("release")
+        self._finish()
+
+    def idempotency_key(self, step: Any) -> str:
+        """A key for side effects of `step` under this lease: lowercase hex of
+        SHA-256(JCS({"fence", "handoff_id", "step"})). The same step gets a new key after a
+        takeover (a new fence), so an external system can refuse the stale owner's call."""
+        body = {"handoff_id": self.handoff_id, "step": step, "fence": self.fence}
+        return hashlib.sha256(canonical_json(body)).hexdigest()
+
+    def _write(self, name: str, **kwargs: Any) -> Any:
+        if self._lost is not None:
+            raise _copy(self._lost)
+        liveness = self.store.liveness
+        try:
+            return operations.write(
+                self.store, self.handoff_id, name, self.worker_id, self.fence, ttl=self.ttl,
+                incarnation=liveness.token() if liveness is not None else None, **kwargs)
+        except _FATAL as exc:
+            if not self._done:
+                self._lost = exc
+                self._finish()
+            raise
+
+    # --- background heartbeat ---
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.heartbeat_interval):
+            try:
+                self._write("heartbeat")
+            except _FATAL:
+                return
+            except DHPError:
+                continue  # store busy or unreachable: try again; the lease has slack
+
+    def _finish(self) -> None:
+        self._done = True
+        self._stop.set()
+        with _live_mutex:
+            _live.discard(self)
+
+    # --- context manager ---
+
+    def __enter__(self) -> TaskContext:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        if not self._done:
+            try:
+                self.release()
+            except DHPError:
+                pass  # already lost; the block's own exception (if any) is what matters
+        self._finish()
+        return False
+
+
+def _copy(exc: DHPError) -> DHPError:
+    return type(exc)(exc.message, requirement=exc.requirement, details=exc.details)
+
+
+# --- SIGTERM drain --------------------------------------------------------------------------
+
+def drain() -> int:
+    """Release every lease this process holds; returns how many were released."""
+    with _live_mutex:
+        contexts = list(_live)
+    released = 0
+    for ctx in contexts:
+        if ctx.store.in_transaction_on_this_thread():
+            continue  # interrupted mid-transaction: the unwinding `with` block releases it
+        try:
+            ctx.release()
+            released += 1
+        except DHPError:
+            pass
+    return released
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    drain()
+    raise SystemExit(128 + signum)
+
+
+def install_sigterm_drain() -> None:
+    """On SIGTERM, release every lease at once and exit with status 143 (must be called from
+    the main thread)."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _auto_install() -> None:
+    if threading.current_thread() is threading.main_thread() \
+            and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        install_sigterm_drain()
+
+
+def _forget_after_fork() -> None:
+    global _live_mutex
+    _live_mutex = threading.Lock()
+    _live.clear()  # the parent's leases are the parent's to release
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+# --- SDK functions --------------------------------------------------------------------------
+
+def dispatch(store: StoreBackend, task_kind: str, inputs: dict, output_schema: dict,
+             budget: dict | None = None, progress_timeout_s: float | None = None) -> str:
+    """Store a handoff (idempotent: the same intent returns the same id, DHP-ID-004)."""
+    intent = make_intent(task_kind, inputs, output_schema, budget)
+    return operations.dispatch(store, intent, progress_timeout_s=progress_timeout_s)
+
+
+def _timing(store: StoreBackend, ttl: float | None,
+            heartbeat_interval: float | None) -> tuple[float, float]:
+    if ttl is None:
+        ttl = store.ttl
+        interval = heartbeat_interval or store.default_heartbeat_interval
+    else:
+        operations.check_seconds("ttl", ttl)
+        interval = heartbeat_interval or ttl / 3
+    operations.check_seconds("heartbeat_interval", interval)
+    if interval >= ttl:
+        raise InvalidInput(f"heartbeat_interval {interval} must be shorter than the ttl {ttl}")
+    return ttl, interval
+
+
+def _context(store: StoreBackend, row: dict, worker_id: str, ttl: float,
+             interval: float) -> TaskContext:
+    _auto_install()
+    return TaskContext(store, row, worker_id, ttl, interval)
+
+
+def claim(store: StoreBackend, handoff_id: str, worker_id: str, *, ttl: float | None = None,
+          heartbeat_interval: float | None = None) -> TaskContext:
+    """Take a pending, released or orphaned handoff (DHP-STM-007); bumps the fence."""
+    ttl, interval = _timing(store, ttl, heartbeat_interval)
+    row = operations.take(store, handoff_id, "claim", worker_id, ttl)
+    return _context(store, row, worker_id, ttl, interval)
+
+
+def recover(store: StoreBackend, handoff_id: str, worker_id: str, *, ttl: float | None = None,
+            heartbeat_interval: float | None = None) -> TaskContext:
+    """Like claim, and also takes a live lease whose owner process is dead (DHP-LSE-005)."""
+    ttl, interval = _timing(store, ttl, heartbeat_interval)
+    row = operations.take(store, handoff_id, "recover", worker_id, ttl)
+    return _context(store, row, worker_id, ttl, interval)
+
+
+def claim_next(store: StoreBackend, task_kinds: str | list[str], worker_id: str, *,
+               ttl: float | None = None,
+               heartbeat_interval: float | None = None) -> TaskContext | None:
+    """The next pending, released or orphaned handoff of these kinds, or None."""
+    ttl, interval = _timing(store, ttl, heartbeat_interval)
+    kinds = [task_kinds] if isinstance(task_kinds, str) else list(task_kinds)
+    row = operations.take_next(store, kinds, worker_id, ttl)
+    return None if row is None else _context(store, row, worker_id, ttl, interval)
+
+
+def last_checkpoint(store: StoreBackend, handoff_id: str) -> Any:
+    """The state of the last acknowledged checkpoint, or None (DHP-CKP-010)."""
+    last = operations.get_row(store, handoff_id)["last_checkpoint"]
+    return last["state"] if last else None
+
+
+def checkpoints(store: StoreBackend, handoff_id: str) -> list[dict]:
+    """Every checkpoint record, in seq order."""
+    operations.get_row(store, handoff_id)
+    with store.transaction(write=False) as tx:
+        return tx.checkpoints(handoff_id)
+
+
+def status(store: StoreBackend, handoff_id: str) -> dict:
+    """A snapshot valid against schemas/status.json."""
+    return operations.status_of(operations.get_row(store, handoff_id), store.now())
+
+
+def result(store: StoreBackend, handoff_id: str) -> Any:
+    """The result of a completed handoff (DHP-RES-004); Conflict if it has none yet."""
+    row = operations.get_row(store, handoff_id)
+    if row["result"] is None:
+        raise Conflict(f"handoff {handoff_id} is {row['record']['state']}; it has no result",
+                       requirement="DHP-RES-004")
+    return row["result"]["result"]
+
+
+def envelope_of(store: StoreBackend, handoff_id: str) -> dict:
+    """The stored envelope."""
+    return operations.get_row(store, handoff_id)["envelope"]
+
+
+def cancel(store: StoreBackend, handoff_id: str) -> None:
+    """Cancel (idempotent); the owner learns at its next heartbeat or write (DHP-STM-006)."""
+    operations.simple(store, handoff_id, "cancel")
+
+
+def requeue(store: StoreBackend, handoff_id: str) -> None:
+    """Move a dead-lettered handoff back to pending with its attempts reset (DHP-BUD-007)."""
+    operations.simple(store, handoff_id, "requeue")
+
+
+def orphan(store: StoreBackend, handoff_id: str) -> bool:
+    """The supervisor's move: orphan a claimed handoff whose lease expired, whose owner
+    process is dead, or which made no progress in time. Conflict if none applies."""
+    return operations.simple(store, handoff_id, "orphan")
+
+
+def list_handoffs(store: StoreBackend, state: str | None = None,
+                  task_kind: str | None = None) -> list[dict]:
+    """Status objects, filtered by effective state and task kind, oldest first."""
+    return [row["status"] for row in operations.rows(store, state=state, task_kind=task_kind)]
+
+
+def dlq(store: StoreBackend) -> list[dict]:
+    """The dead-letter queue: status, reason and envelope of each entry (DHP-BUD-006)."""
+    return [dict(row["status"], reason=row["record"]["dlq_reason"], envelope=row["envelope"])
+            for row in operations.rows(store, state="dead_lettered")]
+
+
+def export_log(store: StoreBackend, handoff_id: str, path: str | os.PathLike) -> None:
+    """Write the handoff's portable JSON-lines log (header, checkpoints, result)."""
+    operations.export_log(store, handoff_id, path)
+
+
+def import_log(store: StoreBackend, path: str | os.PathLike) -> str:
+    """Verify a log completely, then store its handoff ready to recover; returns its id."""
+    return operations.import_log(store, path)
+
+
+def check_integrity(store: StoreBackend) -> list[str]:
+    """Problems in the store (engine check + every chain); empty when sound."""
+    return operations.check_integrity(store)

@@ -1,0 +1,107 @@
+"""The `StoreBackend` interface: the few primitives a store must provide.
+
+Every operation of the protocol (operations.py) is written once on top of these: it opens a
+transaction, reads the handoff's row, asks `machine.decide` what to do and persists the
+outcome through the transaction. A backend only has to make a transaction atomic,
+serialised against concurrent writers (in other processes too) and durable when it commits,
+and to provide a clock that every process using the store shares (DHP-LSE-001).
+
+A row is a dict: `envelope`, `task_kind`, `record` (the machine's record, see
+machine.new_record), `owner_incarnation`, `result` (the result record or None), `created_at`
+(RFC 3339 text, metadata) and `updated_at` (store clock).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager
+from typing import Any
+
+DEFAULT_TTL = 5.0
+
+
+class Tx(ABC):
+    """One open transaction. Writes become visible and durable together at commit."""
+
+    @abstractmethod
+    def get(self, handoff_id: str) -> dict | None:
+        """The handoff's row, or None."""
+
+    @abstractmethod
+    def insert(self, handoff_id: str, envelope: dict, record: dict, created_at: str) -> None:
+        """Store a new handoff."""
+
+    @abstractmethod
+    def put_record(self, handoff_id: str, record: dict, owner_incarnation: str | None) -> None:
+        """Replace the handoff's record (state, owner, fence, lease, counters)."""
+
+    @abstractmethod
+    def last_checkpoint(self, handoff_id: str) -> dict | None:
+        """The checkpoint record with the highest seq; O(1) in the length of the history."""
+
+    @abstractmethod
+    def append_checkpoint(self, record: dict) -> None:
+        """Add a checkpoint record; a second record with the same (handoff_id, seq) fails."""
+
+    @abstractmethod
+    def checkpoints(self, handoff_id: str) -> list[dict]:
+        """Every checkpoint record of the handoff in seq order."""
+
+    @abstractmethod
+    def put_result(self, handoff_id: str, result_record: dict) -> None:
+        """Store the result record of a completion."""
+
+    @abstractmethod
+    def select(self, *, states: tuple[str, ...] | None = None,
+               task_kinds: tuple[str, ...] | None = None,
+               expired_before: float | None = None, limit: int | None = None) -> list[dict]:
+        """Rows whose stored state is in `states` and kind in `task_kinds` (None: any), oldest
+        first. With `expired_before`, only claimed rows whose lease expires at or before it
+        (the supervisor's scan; cost follows the expired rows)."""
+
+    @abstractmethod
+    def owner_incarnations(self) -> list[str]:
+        """The distinct liveness tokens of the owners of claimed handoffs."""
+
+
+class StoreBackend(ABC):
+    """A store. `ttl` and `heartbeat_interval` are the defaults for claims made on it."""
+
+    ttl: float = DEFAULT_TTL
+    heartbeat_interval: float | None = None
+    liveness: Any = None  # an object with token() and owner_dead(token), or None
+
+    @abstractmethod
+    def transaction(self, *, write: bool = True,
+                    durable: bool = True) -> AbstractContextManager[Tx]:
+        """A transaction; committed when the block ends normally, rolled back on an exception.
+        `write` takes the write lock at the start (claims must not interleave); `durable=False`
+        lets a backend commit more cheaply (used only for heartbeats)."""
+
+    @abstractmethod
+    def now(self) -> float:
+        """The store clock, in seconds (DHP-LSE-001, DHP-LSE-006)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the backend's connections."""
+
+    @abstractmethod
+    def storage_check(self) -> list[str]:
+        """Problems the storage engine finds in its own files (empty when sound); the chain
+        check of the records on top of it is operations.check_integrity."""
+
+    def in_transaction_on_this_thread(self) -> bool:
+        """True while the calling thread is inside one of this store's transactions (a
+        signal handler must not start another one then)."""
+        return False
+
+    @property
+    def default_heartbeat_interval(self) -> float:
+        return self.heartbeat_interval if self.heartbeat_interval else self.ttl / 3
+
+    def __enter__(self) -> StoreBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,337 @@
+"""The protocol's operations on any `StoreBackend`, written once.
+
+Each operation is one transaction: read the row, ask `machine.decide` (the only place the
+rules live), persist the outcome when it changed anything (for a budget refusal that change
+is the move to the DLQ, committed in the same transaction, DHP-BUD-005), and only then raise
+the rejection. Checkpoint records get their seq, prev and hash from dhp.chain; results are
+validated against the output schema before `decide` sees them (DHP-RES-001).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from typing import Any
+
+from . import chain, machine, schemas
+from .backend import StoreBackend
+from .canonical import canonical_json
+from .envelope import make_envelope
+from .errors import Conflict, DHPError, Internal, InvalidInput, NotFound
+
+TAKE_STATES = ("pending", "released", "orphaned")
+
+
+# --- argument checks ------------------------------------------------------------------------
+
+def check_worker(worker: Any) -> str:
+    if not isinstance(worker, str) or not worker:
+        raise InvalidInput(f"worker_id must be a non-empty string, not {worker!r}",
+                           requirement="DHP-FEN-003")
+    return worker
+
+
+def check_seconds(name: str, value: Any, *, allow_none: bool = False) -> float | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value <= 0:
+        raise InvalidInput(f"{name} must be a positive number of seconds, not {value!r}")
+    return value
+
+
+def check_spend(spend: Any) -> int | float:
+    if isinstance(spend, bool) or not isinstance(spend, (int, float)) \
+            or not math.isfinite(spend) or spend < 0:
+        raise InvalidInput(f"spend must be a finite number >= 0, not {spend!r}",
+                           requirement="DHP-BUD-003")
+    return spend
+
+
+def _raise(outcome: machine.Outcome) -> None:
+    if not outcome.accepted:
+        raise outcome.error or Internal("rejected without an error")
+
+
+def _utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds") \
+        .replace("+00:00", "Z")
+
+
+# --- dispatch and the takes -----------------------------------------------------------------
+
+def dispatch(backend: StoreBackend, intent: dict, *,
+             progress_timeout_s: float | None = None) -> str:
+    """Store a new handoff, or return the existing one of the same intent (DHP-ID-004)."""
+    check_seconds("progress_timeout_s", progress_timeout_s, allow_none=True)
+    created_at = _utc_now()
+    envelope = make_envelope(intent, created_at=created_at)
+    hid = envelope["handoff_id"]
+    with backend.transaction() as tx:
+        if tx.get(hid) is None:
+            tx.insert(hid, envelope, machine.new_record(intent["budget"], progress_timeout_s),
+                      created_at)
+    return hid
+
+
+def take(backend: StoreBackend, hid: str, name: str, worker: str, ttl: float) -> dict:
+    """claim or recover. Returns the taken row, with `last_checkpoint`."""
+    check_worker(worker)
+    check_seconds("ttl", ttl)
+    token = backend.liveness.token() if backend.liveness else None
+    with backend.transaction() as tx:
+        row = tx.get(hid)
+        now = backend.now()
+        op = {"name": name, "worker": worker, "ttl": ttl}
+        if name == "recover" and row is not None and backend.liveness is not None \
+                and row["record"]["state"] == "claimed" \
+                and machine.lease_live(row["record"], now):
+            op["owner_dead"] = backend.liveness.owner_dead(row["owner_incarnation"])
+        outcome = machine.decide(row["record"] if row else None, op, now)
+        if outcome.changed:
+            tx.put_record(hid, outcome.record, token if outcome.accepted else None)
+        if outcome.accepted:
+            row = dict(row, record=outcome.record, owner_incarnation=token,
+                       last_checkpoint=tx.last_checkpoint(hid))
+    _raise(outcome)
+    return row
+
+
+def take_next(backend: StoreBackend, task_kinds: list[str] | tuple[str, ...], worker: str,
+              ttl: float) -> dict | None:
+    """claim_next: the oldest pending, released or orphaned handoff of these kinds (an
+    expired claim counts as orphaned), or None. Work whose attempts are exhausted is moved
+    to the DLQ on the way (DHP-BUD-001) and the search goes on."""
+    check_worker(worker)
+    check_seconds("ttl", ttl)
+    kinds = tuple(task_kinds)
+    if not kinds or not all(isinstance(k, str) for k in kinds):
+        raise InvalidInput(f"task_kinds must be a non-empty list of strings, not {task_kinds!r}")
+    token = backend.liveness.token() if backend.liveness else None
+    with backend.transaction() as tx:
+        now = backend.now()
+        while True:
+            found = (tx.select(states=TAKE_STATES, task_kinds=kinds, limit=1)
+                     or [r for r in tx.select(task_kinds=kinds, expired_before=now, limit=1)])
+            if not found:
+                return None
+            row = found[0]
+            op = {"name": "claim", "worker": worker, "ttl": ttl}
+            outcome = machine.decide(row["record"], op, now)
+            if not outcome.changed:
+                raise Internal(f"claim_next picked {row['handoff_id']} but could not take it: "
+                               f"{outcome.error}")
+            tx.put_record(row["handoff_id"], outcome.record,
+                          token if outcome.accepted else None)
+            if outcome.accepted:
+                return dict(row, record=outcome.record, owner_incarnation=token,
+                            last_checkpoint=tx.last_checkpoint(row["handoff_id"]))
+
+
+# --- the fenced writes ----------------------------------------------------------------------
+
+def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *,
+          ttl: float | None = None, state: Any = None, spend: int | float = 0,
+          result: Any = None, incarnation: str | None = None) -> dict | None:
+    """heartbeat / checkpoint / complete / release by (worker, fence) (DHP-FEN-003).
+
+    `incarnation`, when given, must also match the process that claimed: a restarted
+    process reusing a worker id and an old fence is fenced out too. Returns the new
+    checkpoint record for `checkpoint`, the result record for `complete`."""
+    check_worker(worker)
+    if name == "checkpoint":
+        canonical_json(state)  # only JSON can be hashed (DHP-CJ-*)
+        check_spend(spend)
+    if name == "complete":
+        canonical_json(result)
+    ttl = backend.ttl if ttl is None else check_seconds("ttl", ttl)
+    with backend.transaction(durable=name != "heartbeat") as tx:
+        row = tx.get(hid)
+        now = backend.now()
+        op = {"name": name, "worker": worker, "fence": fence, "ttl": ttl, "spend": spend}
+        if row is not None and incarnation is not None \
+                and row["owner_incarnation"] not in (None, incarnation):
+            op["worker"] = f"{worker} (an earlier process incarnation)"
+        if name == "complete" and row is not None:
+            op["result_errors"] = result_errors(row["envelope"], result)
+        outcome = machine.decide(row["record"] if row else None, op, now)
+        made = None
+        if outcome.accepted and name == "checkpoint":
+            last = tx.last_checkpoint(hid)
+            made = chain.make_record(hid, last["seq"] + 1 if last else 1, fence, state, spend,
+                                     last["hash"] if last else hid)
+            tx.append_checkpoint(made)
+        if outcome.accepted and name == "complete":
+            last = tx.last_checkpoint(hid)
+            made = chain.make_result_record(hid, fence, result, last["hash"] if last else hid)
+            tx.put_result(hid, made)
+        if outcome.changed:
+            keep = outcome.accepted and name in ("heartbeat", "checkpoint")
+            tx.put_record(hid, outcome.record, row["owner_incarnation"] if keep else None)
+    _raise(outcome)
+    return made
+
+
+def result_errors(envelope: dict, result: Any) -> list[dict]:
+    """Every violation of the output schema, with its JSON path (DHP-RES-002)."""
+    validator = schemas.user_schema_validator(envelope["intent"]["output_schema"])
+    found = sorted(validator.iter_errors(result), key=lambda e: [str(p) for p in e.absolute_path])
+    return [{"path": schemas.json_path(e), "message": e.message} for e in found]
+
+
+# --- operator operations --------------------------------------------------------------------
+
+def simple(backend: StoreBackend, hid: str, name: str, **extra: Any) -> bool:
+    """cancel / requeue / orphan. Returns whether anything changed."""
+    with backend.transaction() as tx:
+        row = tx.get(hid)
+        now = backend.now()
+        op = {"name": name, **extra}
+        if name == "orphan" and row is not None and backend.liveness is not None \
+                and row["record"]["state"] == "claimed" and "owner_dead" not in extra:
+            op["owner_dead"] = backend.liveness.owner_dead(row["owner_incarnation"])
+        outcome = machine.decide(row["record"] if row else None, op, now)
+        if outcome.changed:
+            tx.put_record(hid, outcome.record, None)
+    _raise(outcome)
+    return outcome.changed
+
+
+# --- reading --------------------------------------------------------------------------------
+
+def get_row(backend: StoreBackend, hid: str) -> dict:
+    with backend.transaction(write=False) as tx:
+        row = tx.get(hid)
+        if row is not None:
+            row["last_checkpoint"] = tx.last_checkpoint(hid)
+    if row is None:
+        raise NotFound(f"no handoff {hid} in this store", requirement="DHP-STM-003")
+    return row
+
+
+def status_of(row: dict, now: float) -> dict:
+    """The status object of a row read with its last checkpoint (schemas/status.json)."""
+    record = row["record"]
+    state = machine.effective_state(record, now)
+    last = row.get("last_checkpoint")
+    expires = record["lease_expires_at"]
+    return {
+        "handoff_id": row["handoff_id"], "state": state, "task_kind": row["task_kind"],
+        "fence": record["fence"], "owner": record["owner"] if state == "claimed" else None,
+        "attempts": record["attempts"],
+        "checkpoints": {"count": last["seq"] if last else 0,
+                        "last_seq": last["seq"] if last else None},
+        "lease_expires_in": None if expires is None else round(expires - now, 6),
+        "spend": record["spend"], "steps": record["steps"], "dlq_reason": record["dlq_reason"],
+    }
+
+
+def rows(backend: StoreBackend, *, state: str | None = None,
+         task_kind: str | None = None) -> list[dict]:
+    """Statuses filtered by effective state and kind."""
+    if state is not None and state not in machine.STATES:
+        raise InvalidInput(f"unknown state {state!r}; states are {', '.join(machine.STATES)}",
+                           requirement="DHP-STM-001")
+    stored = None if state is None else \
+        ("claimed", "orphaned") if state in ("claimed", "orphaned") else (state,)
+    with backend.transaction(write=False) as tx:
+        now = backend.now()
+        found = tx.select(states=stored,
+                          task_kinds=None if task_kind is None else (task_kind,))
+        for row in found:
+            row["last_checkpoint"] = tx.last_checkpoint(row["handoff_id"])
+    out = []
+    for row in found:
+        item = status_of(row, now)
+        if state is None or item["state"] == state:
+            out.append(dict(row, status=item))
+    return out
+
+
+def check_integrity(backend: StoreBackend) -> list[str]:
+    """Every problem in the store: the engine's own check, then each handoff's envelope and
+    checkpoint chain (DHP-CKP-008). Empty when sound."""
+    problems = list(backend.storage_check())
+    with backend.transaction(write=False) as tx:
+        for row in tx.select():
+            hid = row["handoff_id"]
+            try:
+                if row["envelope"]["handoff_id"] != hid:
+                    raise Conflict("envelope id differs from the row id")
+                chain.verify_chain(hid, tx.checkpoints(hid), row["result"])
+            except DHPError as exc:
+                problems.append(f"{hid}: {exc}")
+    return problems
+
+
+# --- the portable log -----------------------------------------------------------------------
+
+def export_log(backend: StoreBackend, hid: str, path: Any) -> None:
+    from .logfile import write_log
+    with backend.transaction(write=False) as tx:
+        row = tx.get(hid)
+        records = tx.checkpoints(hid) if row else []
+    if row is None:
+        raise NotFound(f"no handoff {hid} in this store", requirement="DHP-STM-003")
+    write_log(path, row["envelope"], records, row["result"])
+
+
+def import_log(backend: StoreBackend, path: Any) -> str:
+    """Rebuild a handoff from a log so this store can recover it (DHP-LOG-008: the whole
+    log is verified before anything is stored). A known handoff is extended when the log
+    carries more of the same chain; a log that disagrees with the stored chain is refused."""
+    from .logfile import read_log
+    envelope, records, result = None, [], None
+    for _line, kind, obj in read_log(path):
+        if kind == "header":
+            envelope = obj
+        elif kind == "checkpoint":
+            records.append(obj)
+        elif kind == "result":
+            result = obj
+    hid = envelope["handoff_id"]
+    with backend.transaction() as tx:
+        row = tx.get(hid)
+        have = tx.last_checkpoint(hid) if row else None
+        start = have["seq"] if have else 0
+        if row is not None:
+            if start > len(records) or (start and records[start - 1]["hash"] != have["hash"]):
+                raise Conflict(f"the log of {hid} disagrees with the chain in this store "
+                               f"(stored up to seq {start})", requirement="DHP-CKP-008")
+            live = row["record"]["state"] == "claimed" \
+                and machine.lease_live(row["record"], backend.now())
+            if row["record"]["state"] in machine.TERMINAL or live:
+                if start == len(records) and (result is None or row["result"] is not None):
+                    return hid  # nothing new: importing twice is harmless
+                raise Conflict(f"handoff {hid} is {row['record']['state']} here; the log "
+                               "cannot change it", requirement="DHP-STM-004")
+        for record in records[start:]:
+            tx.append_checkpoint(record)
+        if row is None:
+            tx.insert(hid, envelope, _imported(machine.new_record(
+                envelope["intent"]["budget"]), records, result), _utc_now())
+        else:
+            tx.put_record(hid, _imported(row["record"], records, result), None)
+        if result is not None:
+            tx.put_result(hid, result)
+    return hid
+
+
+def _imported(record: dict, records: list[dict], result: dict | None) -> dict:
+    """The record of an imported handoff, ready for a standby to recover: completed with a
+    result, orphaned with checkpoints, else as it was (pending when new). A dead-lettered
+    handoff stays in the DLQ. Attempts are at least the number of fences seen in the chain
+    (each was one attempt), a lower bound of the truth, so importing never grants more
+    attempts than the budget allows; the fence is at least the chain's highest, so the next
+    claim writes above it (DHP-CKP-006)."""
+    fences = {r["fence"] for r in records} | ({result["fence"]} if result else set())
+    state = record["state"]
+    if result is not None:
+        state = "completed"
+    elif records and state != "dead_lettered":
+        state = "orphaned"
+    return dict(record, state=state, owner=None, lease_expires_at=None,
+                fence=max([record["fence"], *fences]),
+                attempts=max(record["attempts"], len(fences)),
+                steps=max(record["steps"], len(records)),
+                spend=max(record["spend"], sum(r["spend"] for r in records)))

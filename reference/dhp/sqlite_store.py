@@ -1,0 +1,310 @@
+"""The embedded store: SQLite in WAL mode, created on first use (no setup).
+
+Durability. The database runs with `journal_mode=WAL` and `synchronous=FULL`: a transaction
+is acknowledged only after its WAL frames are fsynced, so every acknowledged claim, fence
+bump, checkpoint, completion, cancel and DLQ move survives kill -9 of any process *and* a
+power loss or kernel crash (as far as the disk honours fsync). Heartbeats alone commit with
+`synchronous=NORMAL`: they survive a process crash but a power loss may forget the last
+few, which can only make a lease look shorter, never longer (the next durable commit
+fsyncs them too).
+
+Concurrency. Every write transaction starts with `BEGIN IMMEDIATE`, taking SQLite's single
+write lock up front, so concurrent claimers in any number of processes are serialised and
+each sees the previous winner's row (DHP-FEN-005). Waiting for the lock is bounded by a
+generous busy timeout (30 s); running out of it is `unavailable`.
+
+Clock. Leases are judged by clock.store_clock() (CLOCK_BOOTTIME, shared by every process on
+the host, unmoved by wall-clock steps). Its values mean nothing after a reboot, so the
+host's boot id is kept in `meta`; when a store opens under a new boot id, every claimed
+handoff is orphaned in one transaction (every process that owned one died in the reboot)
+and its clock-based times are rebased onto the new clock.
+
+Versioning. `meta.schema_version` counts the entries of MIGRATIONS applied, in order, on open.
+A store written by a newer release (higher version) is refused rather than misread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from . import liveness, machine
+from .backend import DEFAULT_TTL, StoreBackend, Tx
+from .clock import boot_id, store_clock
+from .errors import Internal, InvalidInput, Unavailable
+
+DB_FILE = "dhp.sqlite3"
+BUSY_TIMEOUT_S = 30.0
+
+# Each entry is one migration: the SQL that takes the schema from version i to i + 1.
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE handoffs (
+        id TEXT PRIMARY KEY,
+        envelope TEXT NOT NULL,
+        task_kind TEXT NOT NULL,
+        state TEXT NOT NULL,
+        owner TEXT,
+        fence INTEGER NOT NULL,
+        lease_expires_at REAL,
+        attempts INTEGER NOT NULL,
+        steps INTEGER NOT NULL,
+        spend NOT NULL,
+        first_claimed_at REAL,
+        last_progress_at REAL,
+        budget TEXT NOT NULL,
+        dlq_reason TEXT,
+        progress_timeout_s REAL,
+        owner_incarnation TEXT,
+        result TEXT,
+        created_at TEXT NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX handoffs_by_kind ON handoffs(state, task_kind);
+    CREATE INDEX handoffs_by_lease ON handoffs(state, lease_expires_at);
+    CREATE TABLE checkpoints (
+        handoff_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        fence INTEGER NOT NULL,
+        record TEXT NOT NULL,
+        PRIMARY KEY (handoff_id, seq)
+    ) WITHOUT ROWID;
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+# The machine's record, one column per member (budget as JSON text).
+RECORD_COLUMNS = ("state", "owner", "fence", "lease_expires_at", "attempts", "steps", "spend",
+                  "first_claimed_at", "last_progress_at", "budget", "dlq_reason",
+                  "progress_timeout_s")
+_ROW_COLUMNS = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "owner_incarnation", "result",
+                "created_at", "updated_at")
+_SELECT = f"SELECT {', '.join(_ROW_COLUMNS)} FROM handoffs"
+
+
+def _dumps(obj: object) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _row(values: tuple) -> dict:
+    raw = dict(zip(_ROW_COLUMNS, values, strict=True))
+    record = {k: raw[k] for k in RECORD_COLUMNS}
+    record["budget"] = json.loads(record["budget"])
+    return {"handoff_id": raw["id"], "envelope": json.loads(raw["envelope"]),
+            "task_kind": raw["task_kind"], "record": record,
+            "owner_incarnation": raw["owner_incarnation"],
+            "result": json.loads(raw["result"]) if raw["result"] is not None else None,
+            "created_at": raw["created_at"], "updated_at": raw["updated_at"]}
+
+
+def _record_values(record: dict) -> list:
+    if set(record) != set(RECORD_COLUMNS):
+        raise Internal(f"record members {sorted(record)} do not match the store's columns")
+    return [_dumps(record[k]) if k == "budget" else record[k] for k in RECORD_COLUMNS]
+
+
+class SQLiteTx(Tx):
+    def __init__(self, conn: sqlite3.Connection, now: Callable[[], float]):
+        self.conn = conn
+        self._now = now
+
+    def get(self, handoff_id: str) -> dict | None:
+        found = self.conn.execute(f"{_SELECT} WHERE id = ?", (handoff_id,)).fetchone()
+        return _row(found) if found else None
+
+    def insert(self, handoff_id: str, envelope: dict, record: dict, created_at: str) -> None:
+        cols = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "created_at", "updated_at")
+        values = [handoff_id, _dumps(envelope), envelope["intent"]["task_kind"],
+                  *_record_values(record), created_at, self._now()]
+        self.conn.execute(f"INSERT INTO handoffs ({', '.join(cols)}) "
+                          f"VALUES ({', '.join('?' * len(cols))})", values)
+
+    def put_record(self, handoff_id: str, record: dict, owner_incarnation: str | None) -> None:
+        sets = ", ".join(f"{c} = ?" for c in (*RECORD_COLUMNS, "owner_incarnation",
+                                              "updated_at"))
+        cur = self.conn.execute(f"UPDATE handoffs SET {sets} WHERE id = ?",
+                                [*_record_values(record), owner_incarnation, self._now(),
+                                 handoff_id])
+        if cur.rowcount != 1:
+            raise Internal(f"update of {handoff_id} touched {cur.rowcount} rows")
+
+    def last_checkpoint(self, handoff_id: str) -> dict | None:
+        found = self.conn.execute(
+            "SELECT record FROM checkpoints WHERE handoff_id = ? ORDER BY seq DESC LIMIT 1",
+            (handoff_id,)).fetchone()
+        return json.loads(found[0]) if found else None
+
+    def append_checkpoint(self, record: dict) -> None:
+        self.conn.execute("INSERT INTO checkpoints (handoff_id, seq, fence, record) "
+                          "VALUES (?, ?, ?, ?)",
+                          (record["handoff_id"], record["seq"], record["fence"],
+                           _dumps(record)))
+
+    def checkpoints(self, handoff_id: str) -> list[dict]:
+        rows = self.conn.execute(
+            "SELECT record FROM checkpoints WHERE handoff_id = ? ORDER BY seq", (handoff_id,))
+        return [json.loads(r[0]) for r in rows]
+
+    def put_result(self, handoff_id: str, result_record: dict) -> None:
+        self.conn.execute("UPDATE handoffs SET result = ? WHERE id = ?",
+                          (_dumps(result_record), handoff_id))
+
+    def select(self, *, states: tuple[str, ...] | None = None,
+               task_kinds: tuple[str, ...] | None = None,
+               expired_before: float | None = None, limit: int | None = None) -> list[dict]:
+        where, args = [], []
+        if expired_before is not None:
+            states = ("claimed",)
+            where.append("lease_expires_at <= ?")
+            args.append(expired_before)
+        for column, values in (("state", states), ("task_kind", task_kinds)):
+            if values is not None:
+                where.append(f"{column} IN ({', '.join('?' * len(values))})")
+                args.extend(values)
+        sql = _SELECT + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY rowid"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        return [_row(r) for r in self.conn.execute(sql, args)]
+
+    def owner_incarnations(self) -> list[str]:
+        rows = self.conn.execute("SELECT DISTINCT owner_incarnation FROM handoffs "
+                                 "WHERE state = 'claimed' AND owner_incarnation IS NOT NULL")
+        return [r[0] for r in rows]
+
+
+class SQLiteStore(StoreBackend):
+    """A store in folder `path`: `<path>/dhp.sqlite3` and the liveness locks beside it."""
+
+    def __init__(self, path: str | os.PathLike, *, ttl: float = DEFAULT_TTL,
+                 heartbeat_interval: float | None = None,
+                 clock: Callable[[], float] | None = None):
+        self.path = Path(path)
+        if self.path.exists() and not self.path.is_dir():
+            raise InvalidInput(f"store path {self.path} exists and is not a folder")
+        self.ttl = ttl
+        self.heartbeat_interval = heartbeat_interval
+        self._clock = clock or store_clock
+        self.liveness = liveness.for_folder(self.path / "liveness")
+        self._lock = threading.RLock()
+        self._busy_thread: int | None = None
+        self._conn: sqlite3.Connection | None = None
+        self._pid = -1
+        self._connection()  # create and migrate now, so errors surface at open
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({str(self.path)!r})"
+
+    def now(self) -> float:
+        return self._clock()
+
+    def in_transaction_on_this_thread(self) -> bool:
+        return self._busy_thread == threading.get_ident()
+
+    def _connection(self) -> sqlite3.Connection:
+        # A connection must not cross fork(): a child opens its own.
+        if self._conn is None or self._pid != os.getpid():
+            self.path.mkdir(parents=True, exist_ok=True)
+            try:
+                conn = sqlite3.connect(self.path / DB_FILE, timeout=BUSY_TIMEOUT_S,
+                                       isolation_level=None, check_same_thread=False)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=FULL")
+                self._migrate(conn)
+            except sqlite3.Error as exc:
+                raise Unavailable(f"cannot open the store at {self.path}: {exc}") from None
+            self._conn, self._pid = conn, os.getpid()
+        return self._conn
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("CREATE TABLE IF NOT EXISTS meta "
+                         "(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            meta = dict(conn.execute("SELECT key, value FROM meta"))
+            version = int(meta.get("schema_version", 0))
+            if version > len(MIGRATIONS):
+                raise Unavailable(
+                    f"the store at {self.path} has schema version {version}; this release "
+                    f"reads up to {len(MIGRATIONS)}: upgrade durable-handoff")
+            for step in MIGRATIONS[version:]:
+                for statement in step.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                         (str(len(MIGRATIONS)),))
+            current_boot = boot_id()
+            if meta.get("boot_id") not in (None, current_boot):
+                self._after_reboot(SQLiteTx(conn, self.now))
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('boot_id', ?)", (current_boot,))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def _after_reboot(self, tx: SQLiteTx) -> None:
+        """Every owner died in the reboot: orphan their handoffs, rebase clock times."""
+        now = self.now()
+        for row in tx.select(states=("claimed",)):
+            record = row["record"]
+            outcome = machine.decide(record, {"name": "orphan", "owner_dead": True}, now)
+            rebased = dict(outcome.record, last_progress_at=now)
+            if record["first_claimed_at"] is not None:
+                # Count the time used before the reboot, not the downtime.
+                used = max(0.0, row["updated_at"] - record["first_claimed_at"])
+                rebased["first_claimed_at"] = now - used
+            tx.put_record(row["handoff_id"], rebased, None)
+
+    @contextmanager
+    def transaction(self, *, write: bool = True, durable: bool = True) -> Iterator[Tx]:
+        with self._lock:
+            if self._busy_thread == threading.get_ident():
+                raise Internal("nested store transaction")
+            conn = self._connection()
+            self._busy_thread = threading.get_ident()
+            try:
+                if not durable:
+                    conn.execute("PRAGMA synchronous=NORMAL")
+                try:
+                    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                except sqlite3.Error as exc:
+                    raise Unavailable(f"store {self.path} is busy: {exc}") from None
+                try:
+                    yield SQLiteTx(conn, self.now)
+                    conn.execute("COMMIT")
+                except BaseException as exc:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    if isinstance(exc, sqlite3.OperationalError):
+                        raise Unavailable(f"store {self.path}: {exc}") from None
+                    if isinstance(exc, sqlite3.Error):
+                        raise Internal(f"store {self.path}: {exc}") from None
+                    raise
+            finally:
+                if not durable:
+                    conn.execute("PRAGMA synchronous=FULL")
+                self._busy_thread = None
+
+    def storage_check(self) -> list[str]:
+        with self._lock:
+            rows = self._connection().execute("PRAGMA integrity_check").fetchall()
+        found = [r[0] for r in rows]
+        return [] if found == ["ok"] else [f"sqlite integrity_check: {p}" for p in found]
+
+    def schema_version(self) -> int:
+        with self._lock:
+            row = self._connection().execute(
+                "SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        return int(row[0])
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None

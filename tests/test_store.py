@@ -1,0 +1,236 @@
+"""The SQLite store: creation, versioning, durability settings, the store clock, reboots,
+integrity checks, claim_next and the O(1) checkpoint path."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+
+import pytest
+from dhp import api as dhp
+from dhp import clock, operations, sqlite_store
+from dhp.errors import BudgetExceeded, InvalidInput, LeaseLost, Unavailable
+
+SCHEMA = {"type": "object"}
+
+
+class TestClock:
+    """A store clock the test moves by hand (unit tests of lease expiry only)."""
+
+    __test__ = False
+
+    def __init__(self, now: float = 1000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _db(path) -> sqlite3.Connection:
+    return sqlite3.connect(path / sqlite_store.DB_FILE)
+
+
+def test_created_on_first_use_with_wal_and_full_sync(tmp_path):
+    store = dhp.Store(tmp_path / "new" / "store")
+    assert (tmp_path / "new" / "store" / sqlite_store.DB_FILE).is_file()
+    assert store.schema_version() == sqlite_store.SCHEMA_VERSION == len(sqlite_store.MIGRATIONS)
+    with store.transaction(write=False) as tx:
+        assert tx.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert tx.conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    store.close()
+    again = dhp.Store(tmp_path / "new" / "store")  # reopening migrates nothing twice
+    assert again.schema_version() == sqlite_store.SCHEMA_VERSION
+    again.close()
+
+
+def test_heartbeat_commits_cheaply_then_restores_full_sync(tmp_path):
+    store = dhp.Store(tmp_path)
+    hid = dhp.dispatch(store, "k", {}, SCHEMA)
+    ctx = dhp.claim(store, hid, "w")
+    ctx.heartbeat()
+    with store.transaction(write=False) as tx:
+        assert tx.conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+    ctx.release()
+
+
+def test_newer_schema_version_is_refused(tmp_path):
+    dhp.Store(tmp_path).close()
+    with _db(tmp_path) as conn:
+        conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(Unavailable, match="schema version 99"):
+        dhp.Store(tmp_path)
+
+
+def test_migrations_apply_in_order(tmp_path, monkeypatch):
+    dhp.Store(tmp_path).close()
+    step = "ALTER TABLE handoffs ADD COLUMN note TEXT; CREATE INDEX by_note ON handoffs(note)"
+    monkeypatch.setattr(sqlite_store, "MIGRATIONS", [*sqlite_store.MIGRATIONS, step])
+    store = dhp.Store(tmp_path)
+    assert store.schema_version() == 2
+    with store.transaction(write=False) as tx:
+        columns = [r[1] for r in tx.conn.execute("PRAGMA table_info(handoffs)")]
+    assert "note" in columns
+    store.close()
+
+
+def test_store_locations(tmp_path):
+    with pytest.raises(InvalidInput, match="Postgres backend is not in this release"):
+        dhp.Store("postgresql://localhost/dhp")
+    with pytest.raises(InvalidInput, match="unknown store location"):
+        dhp.Store("redis://localhost")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(InvalidInput, match="not a folder"):
+        dhp.Store(tmp_path / "file")
+    with pytest.raises(InvalidInput, match="shorter than the ttl"):
+        dhp.Store(tmp_path / "s", ttl=1.0, heartbeat_interval=1.0)
+
+
+@pytest.mark.covers("DHP-LSE-001", "DHP-LSE-002", "DHP-LSE-003")
+def test_lease_expiry_on_the_store_clock(tmp_path):
+    tick = TestClock(1000.0)
+    store = dhp.Store(tmp_path, clock=tick)
+    hid = dhp.dispatch(store, "k", {}, SCHEMA)
+    row = operations.take(store, hid, "claim", "w1", 5.0)
+    fence = row["record"]["fence"]
+    tick.now = 1004.999
+    assert dhp.status(store, hid)["state"] == "claimed"
+    operations.write(store, hid, "heartbeat", "w1", fence, ttl=5.0)  # extends to 1009.999
+    tick.now = 1009.999  # the exact expiry instant is expired
+    assert dhp.status(store, hid)["state"] == "orphaned"
+    assert dhp.list_handoffs(store, state="orphaned")[0]["handoff_id"] == hid
+    assert dhp.list_handoffs(store, state="claimed") == []
+    with pytest.raises(LeaseLost, match="expired"):
+        operations.write(store, hid, "checkpoint", "w1", fence, ttl=5.0, state={})
+    row = operations.take(store, hid, "claim", "w2", 5.0)
+    assert row["record"]["fence"] == fence + 1
+
+
+@pytest.mark.covers("DHP-LSE-006")
+def test_wall_clock_step_moves_no_lease(tmp_path, monkeypatch):
+    assert clock._CLOCK_ID in (getattr(time, "CLOCK_BOOTTIME", None), time.CLOCK_MONOTONIC)
+    store = dhp.Store(tmp_path)
+    hid = dhp.dispatch(store, "k", {}, SCHEMA)
+    ctx = dhp.claim(store, hid, "w", ttl=5.0)
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 86400.0)  # the date jumps a day ahead
+    assert 4.0 < dhp.status(store, hid)["lease_expires_in"] <= 5.0
+    ctx.checkpoint({"ok": True})
+    monkeypatch.setattr(time, "time", lambda: real() - 86400.0)  # and a day back
+    assert 4.0 < dhp.status(store, hid)["lease_expires_in"] <= 5.0
+    ctx.release()
+
+
+@pytest.mark.covers("DHP-LSE-008")
+def test_reboot_expires_every_lease(tmp_path):
+    tick = TestClock(5000.0)
+    store = dhp.Store(tmp_path, clock=tick)
+    hid = dhp.dispatch(store, "k", {}, SCHEMA, budget={"max_wall_clock_s": 100})
+    operations.take(store, hid, "claim", "w1", 60.0)
+    tick.now = 5030.0
+    operations.write(store, hid, "checkpoint", "w1", 1, ttl=60.0, state={"i": 1})
+    other = dhp.dispatch(store, "k", {"n": 2}, SCHEMA)
+    store.close()
+    with _db(tmp_path) as conn:
+        conn.execute("UPDATE meta SET value = 'an-earlier-boot' WHERE key = 'boot_id'")
+    tick.now = 12.0  # the boot clock restarted near zero
+    store = dhp.Store(tmp_path, clock=tick)
+    status = dhp.status(store, hid)
+    assert (status["state"], status["owner"], status["fence"]) == ("orphaned", None, 1)
+    assert dhp.status(store, other)["state"] == "pending"
+    with store.transaction(write=False) as tx:
+        record = tx.get(hid)["record"]
+        assert tx.conn.execute("SELECT value FROM meta WHERE key='boot_id'").fetchone()[0] \
+            == clock.boot_id()
+    assert record["first_claimed_at"] == pytest.approx(12.0 - 30.0)  # 30 s used before
+    row = operations.take(store, hid, "recover", "w2", 5.0)
+    assert row["record"]["fence"] == 2 and row["last_checkpoint"]["state"] == {"i": 1}
+    store.close()
+
+
+@pytest.mark.covers("DHP-CKP-008")
+def test_integrity_check_finds_a_changed_checkpoint(tmp_path):
+    store = dhp.Store(tmp_path)
+    hid = dhp.dispatch(store, "k", {}, SCHEMA)
+    with dhp.claim(store, hid, "w") as ctx:
+        for i in range(3):
+            ctx.checkpoint({"i": i})
+        ctx.complete({"done": True})
+    assert dhp.check_integrity(store) == []
+    store.close()
+    with _db(tmp_path) as conn:
+        raw = conn.execute("SELECT record FROM checkpoints WHERE seq = 2").fetchone()[0]
+        changed = json.loads(raw)
+        changed["state"] = {"i": 99}
+        conn.execute("UPDATE checkpoints SET record = ? WHERE seq = 2", (json.dumps(changed),))
+    store = dhp.Store(tmp_path)
+    problems = dhp.check_integrity(store)
+    assert len(problems) == 1 and hid in problems[0] and "integrity_error" in problems[0]
+    store.close()
+
+
+def test_last_checkpoint_reads_one_row_by_primary_key(tmp_path):
+    """A checkpoint write costs O(1) in the history: its only read of the chain is a
+    primary-key lookup of the last record, never a scan."""
+    store = dhp.Store(tmp_path)
+    with store.transaction(write=False) as tx:
+        plan = " ".join(str(r[-1]) for r in tx.conn.execute(
+            "EXPLAIN QUERY PLAN SELECT record FROM checkpoints WHERE handoff_id = ? "
+            "ORDER BY seq DESC LIMIT 1", ("x",)))
+        claim_plan = " ".join(str(r[-1]) for r in tx.conn.execute(
+            "EXPLAIN QUERY PLAN SELECT id FROM handoffs WHERE state IN ('pending') "
+            "AND task_kind IN ('k') ORDER BY rowid LIMIT 1"))
+        scan_plan = " ".join(str(r[-1]) for r in tx.conn.execute(
+            "EXPLAIN QUERY PLAN SELECT id FROM handoffs WHERE state = 'claimed' "
+            "AND lease_expires_at <= 5"))
+    assert "PRIMARY KEY" in plan and "SCAN" not in plan
+    assert "handoffs_by_kind" in claim_plan
+    assert "handoffs_by_lease" in scan_plan
+    store.close()
+
+
+def test_claim_next_takes_the_oldest_of_the_kinds(tmp_path):
+    tick = TestClock(100.0)
+    store = dhp.Store(tmp_path, clock=tick)
+    assert dhp.claim_next(store, ["a"], "w") is None
+    exhausted = dhp.dispatch(store, "a", {"n": 0}, SCHEMA, budget={"max_attempts": 1})
+    operations.take(store, exhausted, "claim", "w0", 1.0)
+    operations.write(store, exhausted, "release", "w0", 1)
+    other_kind = dhp.dispatch(store, "b", {"n": 1}, SCHEMA)
+    first = dhp.dispatch(store, "a", {"n": 2}, SCHEMA)
+    second = dhp.dispatch(store, "a", {"n": 3}, SCHEMA)
+    ctx = dhp.claim_next(store, ["a"], "w1", ttl=10.0)
+    # the exhausted one was dead-lettered on the way, not handed out
+    assert ctx.handoff_id == first
+    assert dhp.status(store, exhausted)["state"] == "dead_lettered"
+    ctx2 = dhp.claim_next(store, "a", "w2", ttl=10.0)
+    assert ctx2.handoff_id == second
+    assert dhp.claim_next(store, ["a"], "w3") is None
+    tick.now = 110.0  # first's lease expired: claim_next takes it as orphaned
+    ctx3 = dhp.claim_next(store, ["a"], "w3", ttl=10.0)
+    assert (ctx3.handoff_id, ctx3.fence) in ((first, 2), (second, 2))
+    assert dhp.status(store, other_kind)["state"] == "pending"
+    for c in (ctx, ctx2, ctx3):
+        c._finish()
+    with pytest.raises(InvalidInput):
+        dhp.claim_next(store, [], "w")
+    store.close()
+
+
+@pytest.mark.covers("DHP-BUD-004", "DHP-BUD-005")
+def test_wall_clock_budget_on_the_store_clock(tmp_path):
+    tick = TestClock(0.0)
+    store = dhp.Store(tmp_path, clock=tick)
+    hid = dhp.dispatch(store, "k", {}, SCHEMA, budget={"max_wall_clock_s": 10})
+    operations.take(store, hid, "claim", "w", 100.0)
+    tick.now = 10.0
+    operations.write(store, hid, "checkpoint", "w", 1, ttl=100.0, state={"at": 10})
+    tick.now = 10.5
+    with pytest.raises(BudgetExceeded) as caught:
+        operations.write(store, hid, "checkpoint", "w", 1, ttl=100.0, state={"at": 10.5})
+    assert caught.value.requirement == "DHP-BUD-004"
+    status = dhp.status(store, hid)
+    assert status["state"] == "dead_lettered" and status["dlq_reason"].startswith(
+        "max_wall_clock_s")
+    assert status["checkpoints"]["count"] == 1
+    store.close()
