@@ -121,17 +121,16 @@ class TaskContext:
         return hashlib.sha256(canonical_json(body)).hexdigest()
 
     def _write(self, name: str, **kwargs: Any) -> Any:
-        if self._lost is not None:
-            raise _copy(self._lost)
+        # Even after a loss the store is asked again: it alone knows the current reason
+        # (a lost lease may since have been cancelled, DHP-STM-006).
         liveness = self.store.liveness
         try:
             return operations.write(
                 self.store, self.handoff_id, name, self.worker_id, self.fence, ttl=self.ttl,
                 incarnation=liveness.token() if liveness is not None else None, **kwargs)
         except _FATAL as exc:
-            if not self._done:
-                self._lost = exc
-                self._finish()
+            self._lost = exc
+            self._finish()
             raise
 
     # --- background heartbeat ---
@@ -164,10 +163,6 @@ class TaskContext:
                 pass  # already lost; the block's own exception (if any) is what matters
         self._finish()
         return False
-
-
-def _copy(exc: DHPError) -> DHPError:
-    return type(exc)(exc.message, requirement=exc.requirement, details=exc.details)
 
 
 # --- SIGTERM drain --------------------------------------------------------------------------
