@@ -1,0 +1,273 @@
+"""The checkpoint hash chain (spec: checkpoints, DHP-CKP-*).
+
+A checkpoint record is `{handoff_id, seq, fence, state, spend, prev, hash}`: `hash` covers the
+record without itself (RFC 8785 + SHA-256) and `prev` is the previous record's hash (the
+handoff_id for seq 1), so a changed, dropped, reordered or duplicated record is detected.
+A result record `{handoff_id, fence, result, prev, hash}` closes the chain.
+
+`ChainVerifier` checks records one at a time as they arrive and keeps only the last seq, hash
+and fence, so a chain of any length verifies in constant memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from typing import Any
+
+from . import schemas
+from .canonical import MAX_SAFE_INTEGER, canonical_json, format_number, sha256_of
+from .errors import IntegrityError, InvalidInput
+
+CHECKPOINT_KEYS = frozenset(("handoff_id", "seq", "fence", "state", "spend", "prev", "hash"))
+RESULT_KEYS = frozenset(("handoff_id", "fence", "result", "prev", "hash"))
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def make_record(handoff_id: str, seq: int, fence: int, state: Any, spend: float | int,
+                prev: str) -> dict:
+    """A checkpoint record with its hash (DHP-CKP-005)."""
+    body = {"handoff_id": handoff_id, "seq": seq, "fence": fence, "state": state,
+            "spend": spend, "prev": prev}
+    record = dict(body, hash=sha256_of(body))
+    check_checkpoint_shape(record)
+    return record
+
+
+def make_result_record(handoff_id: str, fence: int, result: Any, prev: str) -> dict:
+    """The result record chained after the last checkpoint (`prev` = its hash, or the
+    handoff_id when there is no checkpoint)."""
+    body = {"handoff_id": handoff_id, "fence": fence, "result": result, "prev": prev}
+    record = dict(body, hash=sha256_of(body))
+    check_result_shape(record)
+    return record
+
+
+# --- shape -----------------------------------------------------------------------------------
+# The schema is the source of truth; these hand-written checks accept exactly what it accepts
+# (tests/test_chain.py compares them) and exist because a jsonschema call per record is the
+# hot path of validating a million-line log. On any doubt we ask jsonschema for the message.
+
+def _is_int(v: Any) -> bool:
+    # JSON Schema "integer" includes numbers with a zero fraction, e.g. 3.0.
+    if type(v) is int:
+        return True
+    return type(v) is float and math.isfinite(v) and v.is_integer()
+
+
+def _is_counter(v: Any) -> bool:
+    return _is_int(v) and 1 <= v <= MAX_SAFE_INTEGER
+
+
+def _is_digest(v: Any) -> bool:
+    return type(v) is str and _DIGEST.fullmatch(v) is not None
+
+
+def _fast_checkpoint_ok(r: Any) -> bool:
+    return (type(r) is dict and r.keys() == CHECKPOINT_KEYS
+            and _is_digest(r["handoff_id"]) and _is_counter(r["seq"])
+            and _is_counter(r["fence"]) and _is_digest(r["prev"]) and _is_digest(r["hash"])
+            and type(r["spend"]) in (int, float) and r["spend"] >= 0)
+
+
+def _fast_result_ok(r: Any) -> bool:
+    return (type(r) is dict and r.keys() == RESULT_KEYS
+            and _is_digest(r["handoff_id"]) and _is_counter(r["fence"])
+            and _is_digest(r["prev"]) and _is_digest(r["hash"]))
+
+
+def check_checkpoint_shape(record: Any) -> None:
+    """Raise `InvalidInput` (DHP-CKP-001) unless `record` is valid against checkpoint.json."""
+    if not _fast_checkpoint_ok(record):
+        schemas.check("checkpoint", record, requirement="DHP-CKP-001")
+
+
+def check_result_shape(record: Any) -> None:
+    """Raise `InvalidInput` (DHP-RES-005) unless `record` is valid against result.json."""
+    if not _fast_result_ok(record):
+        schemas.check("result", record, requirement="DHP-RES-005")
+
+
+# --- hashing ---------------------------------------------------------------------------------
+
+def _number(v: int | float) -> str:
+    if type(v) is int:
+        if not -MAX_SAFE_INTEGER <= v <= MAX_SAFE_INTEGER:
+            canonical_json(v)  # raises the precise InvalidInput (DHP-CJ-004)
+        return str(v)
+    return format_number(v)
+
+
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NOT_PLAIN = re.compile(r"\d[.eE]|\d{16}|[IN]")  # a float, a long integer, Infinity/NaN
+
+
+def canonical_parsed(value: Any) -> bytes:
+    """`canonical_json(value)` for a value produced by a JSON parser (str keys, JSON types).
+
+    For such values the C encoder's sorted compact output *is* RFC 8785 unless it holds a
+    float (formatted differently), an integer that may exceed 2**53-1, a character at or
+    above U+E000 (code-point and UTF-16 key order can differ there) or a lone surrogate;
+    any of those, or any doubt, goes to the general canonicaliser. This is the hot path of
+    verifying a long log."""
+    try:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return canonical_json(value)
+    if (text.isascii() or max(text) < "\ue000") \
+            and not _NOT_PLAIN.search(_QUOTED.sub("", text)):
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError:
+            pass
+    return canonical_json(value)
+
+
+def record_hash(record: dict, *, parsed: bool = False) -> str:
+    """The hash a record must carry: JCS + SHA-256 of the record without `hash`.
+
+    Checkpoint and result records of valid shape have fixed ASCII member names and
+    digest strings, so only `state`/`result` go through a canonicaliser; the result is
+    byte-identical to `sha256_of(record without hash)`. `parsed=True` promises the record
+    came from a JSON parser, which allows the fast canonicaliser.
+    """
+    canon = canonical_parsed if parsed else canonical_json
+    if "seq" in record:  # a checkpoint record, members in JCS order
+        text = (b'{"fence":' + _number(record["fence"]).encode()
+                + b',"handoff_id":"' + record["handoff_id"].encode()
+                + b'","prev":"' + record["prev"].encode()
+                + b'","seq":' + _number(record["seq"]).encode()
+                + b',"spend":' + _number(record["spend"]).encode()
+                + b',"state":' + canon(record["state"]) + b"}")
+    else:
+        text = (b'{"fence":' + _number(record["fence"]).encode()
+                + b',"handoff_id":"' + record["handoff_id"].encode()
+                + b'","prev":"' + record["prev"].encode()
+                + b'","result":' + canon(record["result"]) + b"}")
+    return "sha256:" + hashlib.sha256(text).hexdigest()
+
+
+def verify_record(record: Any) -> None:
+    """Check one checkpoint record on its own: its shape (DHP-CKP-001) and that its hash
+    covers its content (DHP-CKP-005). Its place in a chain is `ChainVerifier`'s job."""
+    check_checkpoint_shape(record)
+    _check_hash(record, "checkpoint")
+
+
+def _check_hash(record: dict, what: str, parsed: bool = False) -> None:
+    expected = record_hash(record, parsed=parsed)
+    if record["hash"] != expected:
+        raise IntegrityError(
+            f"{what} hash {record['hash']} does not match its content (expected {expected}): "
+            "the record was changed", requirement="DHP-CKP-005",
+            details={"expected": expected, "found": record["hash"]})
+
+
+# --- the chain -------------------------------------------------------------------------------
+
+class ChainVerifier:
+    """Streaming verifier of one handoff's chain: call `add(record)` per checkpoint in order,
+    then optionally `add_result(record)`. Raises `InvalidInput` for a record of bad shape and
+    `IntegrityError` for a broken chain, naming the requirement. State is O(1).
+    `parsed=True` promises every record comes straight from a JSON parser (see
+    `canonical_parsed`); readers of logs pass it for speed."""
+
+    def __init__(self, handoff_id: str, *, parsed: bool = False):
+        self.handoff_id = handoff_id
+        self.parsed = parsed
+        self.last_seq = 0
+        self.last_hash = handoff_id  # what the next record's prev must be (DHP-CKP-003)
+        self.last_fence = 0
+        self.has_result = False
+
+    @property
+    def count(self) -> int:
+        return self.last_seq
+
+    def add(self, record: Any) -> str:
+        """Verify the next checkpoint record; return its hash."""
+        if self.has_result:
+            raise IntegrityError("checkpoint after the result record: the chain is closed",
+                                 requirement="DHP-CKP-008")
+        check_checkpoint_shape(record)
+        self._check_owner(record, "checkpoint")
+        _check_hash(record, f"checkpoint seq {record['seq']}", self.parsed)
+        seq, want = record["seq"], self.last_seq + 1
+        if seq != want:
+            if seq <= self.last_seq:
+                what = "duplicate" if seq == self.last_seq else "out of order"
+                msg = f"seq {seq} is {what}: seq {self.last_seq} was already seen"
+            elif self.last_seq == 0:
+                msg = f"the chain starts at seq {seq}; the first record must have seq 1"
+            else:
+                msg = f"seq {seq} follows seq {self.last_seq}: seq {want} is missing"
+            raise IntegrityError(msg, requirement="DHP-CKP-002",
+                                 details={"expected_seq": want, "found_seq": seq})
+        self._check_prev(record, f"seq {seq}")
+        self._check_fence(record, f"seq {seq}")
+        self.last_seq = int(seq)
+        self.last_hash = record["hash"]
+        self.last_fence = record["fence"]
+        return self.last_hash
+
+    def add_result(self, record: Any) -> str:
+        """Verify the result record that closes the chain; return its hash."""
+        if self.has_result:
+            raise IntegrityError("a second result record: a handoff completes once",
+                                 requirement="DHP-RES-003")
+        check_result_shape(record)
+        try:
+            self._check_owner(record, "result")
+            _check_hash(record, "result", self.parsed)
+            self._check_prev(record, "the result")
+            self._check_fence(record, "the result")
+        except IntegrityError as exc:  # the result record's rules are DHP-RES-005's
+            raise IntegrityError(f"{exc.message} ({exc.requirement} applied to the result)",
+                                 requirement="DHP-RES-005", details=exc.details) from None
+        self.has_result = True
+        self.last_hash = record["hash"]
+        self.last_fence = record["fence"]
+        return self.last_hash
+
+    def _check_owner(self, record: dict, what: str) -> None:
+        if record["handoff_id"] != self.handoff_id:
+            raise IntegrityError(
+                f"{what} record belongs to handoff {record['handoff_id']}, not {self.handoff_id}",
+                requirement="DHP-CKP-007")
+
+    def _check_prev(self, record: dict, what: str) -> None:
+        if record["prev"] == self.last_hash:
+            return
+        if self.last_seq == 0:
+            raise IntegrityError(
+                f"prev of {what} is {record['prev']}; with no checkpoint before it, prev must "
+                f"be the handoff_id {self.handoff_id}", requirement="DHP-CKP-003")
+        raise IntegrityError(
+            f"prev of {what} is {record['prev']}, but the hash of seq {self.last_seq} is "
+            f"{self.last_hash}: a record was dropped, reordered or changed",
+            requirement="DHP-CKP-004")
+
+    def _check_fence(self, record: dict, what: str) -> None:
+        if record["fence"] < self.last_fence:
+            raise IntegrityError(
+                f"fence {record['fence']} of {what} is lower than fence {self.last_fence} "
+                "before it: fences never decrease along the chain", requirement="DHP-CKP-006")
+
+
+def verify_chain(handoff_id: str, records: Any, result: Any = None) -> str:
+    """Verify a whole chain (an iterable of records, consumed lazily); return the last hash.
+    On failure the raised error's `details` holds `index`, the position of the bad record."""
+    verifier = ChainVerifier(handoff_id)
+    index = -1
+    try:
+        for index, record in enumerate(records):  # noqa: B007 (index used in the handler)
+            verifier.add(record)
+        if result is not None:
+            index += 1
+            verifier.add_result(result)
+    except (IntegrityError, InvalidInput) as exc:
+        exc.details = {"index": index, "cause": exc.details}
+        raise
+    return verifier.last_hash
