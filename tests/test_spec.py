@@ -74,11 +74,6 @@ def test_index_entries_are_sorted_and_complete():
         assert r["text"] and "<a id" not in r["text"] and "**" not in r["text"]
 
 
-def test_reserved_pages_hold_no_statements():
-    pages = {r["page"] for r in gen.build().requirements}
-    assert not pages & {"transport.md", "adapter.md"}
-
-
 def test_a_statement_is_extracted_with_level_text_and_anchor():
     page = ('<a id="DHP-FEN-003"></a>**DHP-FEN-003** A store MUST NOT accept\n'
             "a [stale](x.md) write.\n")

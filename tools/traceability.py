@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ID_RE = re.compile(r"^DHP-[A-Z]+-[0-9]{3}$")
-RESERVED_AREAS = ("TRN", "ADP")  # pages reserved for later revisions: no statements yet
+RESERVED_AREAS: tuple[str, ...] = ()  # areas of pages reserved for later revisions
 MUST_LEVELS = ("MUST", "MUST NOT")
 KEYWORDS = {"requirement", "requirements", "requires"}
 NAMES = {"requirement", "requirements", "REQUIREMENTS", "REQUIRES"}

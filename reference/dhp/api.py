@@ -1,11 +1,11 @@
 """The SDK: module-level functions over a store, and `TaskContext`, a worker's hold on one
 handoff.
 
-A `TaskContext` heartbeats in a daemon thread every `heartbeat_interval` (default ttl / 3)
-while it holds the lease. When the store refuses a heartbeat (lease lost, handoff cancelled
-or dead-lettered) the thread stops and the next call on the context raises that error, so
-cancellation reaches a running worker at its next heartbeat or write. Leaving a `with` block
-by an exception, or without `complete`, releases the lease at once.
+A `TaskContext` heartbeats in a daemon thread every `heartbeat_interval` (default ttl / 3;
+0 turns it off) while it holds the lease. When the store refuses a heartbeat (lease lost,
+handoff cancelled or dead-lettered) the thread stops and the next call on the context raises
+that error, so cancellation reaches a running worker at its next heartbeat or write. Leaving
+a `with` block by an exception, or without `complete`, releases the lease at once.
 
 SIGTERM drains: the first claim made in the main thread installs a SIGTERM handler (unless
 the program has its own) that releases every lease of the process, then exits with status
@@ -71,9 +71,9 @@ class TaskContext:
         self._stop = threading.Event()
         with _live_mutex:
             _live.add(self)
-        self._thread = threading.Thread(target=self._beat, daemon=True,
-                                        name=f"dhp-heartbeat-{self.handoff_id[7:19]}")
-        self._thread.start()
+        if heartbeat_interval:
+            threading.Thread(target=self._beat, daemon=True,
+                             name=f"dhp-heartbeat-{self.handoff_id[7:19]}").start()
 
     def __repr__(self) -> str:
         return (f"TaskContext({self.handoff_id[:19]}..., worker={self.worker_id!r}, "
@@ -220,12 +220,17 @@ def dispatch(store: StoreBackend, task_kind: str, inputs: dict, output_schema: d
 
 def _timing(store: StoreBackend, ttl: float | None,
             heartbeat_interval: float | None) -> tuple[float, float]:
+    """Lease ttl and heartbeat interval; an interval of 0 turns the background heartbeat off
+    (the caller heartbeats itself, as the conformance adapter does)."""
     if ttl is None:
         ttl = store.ttl
-        interval = heartbeat_interval or store.default_heartbeat_interval
+        default = store.default_heartbeat_interval
     else:
         operations.check_seconds("ttl", ttl)
-        interval = heartbeat_interval or ttl / 3
+        default = ttl / 3
+    interval = default if heartbeat_interval is None else heartbeat_interval
+    if interval == 0:
+        return ttl, 0
     operations.check_seconds("heartbeat_interval", interval)
     if interval >= ttl:
         raise InvalidInput(f"heartbeat_interval {interval} must be shorter than the ttl {ttl}")

@@ -1,0 +1,102 @@
+"""`dhp-conform`: run the conformance kit against an implementation's adapter.
+
+Exit status: 0 conformant, 1 not conformant, 2 adapter or harness error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from . import report, runner
+from .harness import Harness
+from .process import AdapterError
+from .suites import SUITES
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dhp-conform", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("mode", nargs="?", choices=["run", "smoke"], default="run",
+                   help="run (default): the conformance run; smoke: check the wiring only")
+    p.add_argument("--impl", required=True,
+                   help="the adapter command, e.g. 'python -m dhp.adapter'")
+    p.add_argument("--seed", type=int, help="seed of the run's random choices")
+    p.add_argument("--quick", action="store_true", help="fewer processes, rounds and faults")
+    p.add_argument("--only", action="append", metavar="PATTERN",
+                   help="only requirements matching this glob, e.g. 'DHP-FEN-*' (repeatable)")
+    p.add_argument("--suite", action="append", choices=sorted(SUITES),
+                   help="only this suite (repeatable)")
+    p.add_argument("--report", type=Path, help="write the JSON report here")
+    p.add_argument("--junit", type=Path, help="write JUnit XML here")
+    p.add_argument("--history", type=Path,
+                   help="keep the run folder (history, stderr of every process, data) here")
+    p.add_argument("--timeout", type=float, default=10.0,
+                   help="seconds to wait for any one response (default 10)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    keep = args.history is not None
+    workdir = args.history or Path(tempfile.mkdtemp(prefix="dhp-conform-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    if args.mode == "smoke":
+        return smoke(args.impl, workdir, args.timeout)
+    outcome = runner.run(args.impl, workdir, seed=args.seed, quick=args.quick, only=args.only,
+                         suites=args.suite, timeout=args.timeout)
+    print(report.summary(outcome.report, outcome.adapter_errors))
+    if args.report:
+        report.write_json(outcome.report, args.report)
+    if args.junit:
+        report.write_junit(outcome.report, args.junit)
+    if outcome.exit_code:
+        print(f"not conformant or not judged: rerun with --seed {outcome.report['seed']}; "
+              f"history and process logs kept in {workdir}")
+    elif not keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return outcome.exit_code
+
+
+def smoke(impl: str, workdir: Path, timeout: float) -> int:
+    """Check the wiring: start, hello, init, and one handoff from dispatch to result."""
+    harness = Harness(impl, workdir, timeout=timeout)
+    sc = harness.scenario("smoke", ttl=5.0)
+    try:
+        p = sc.spawn("p1")
+    except AdapterError as exc:
+        print(f"FAIL start/hello/init: {exc}")
+        return 2
+    impl_info = harness.hello["implementation"]
+    print(f"ok   hello: {impl_info['name']} {impl_info['version']} ({impl_info['language']}), "
+          f"classes {harness.hello['classes']}, features {harness.hello['features']}")
+    ok = True
+    schema = {"type": "object"}
+    reply = p.call("dispatch", {"task_kind": "smoke", "inputs": {}, "output_schema": schema})
+    steps = [("dispatch", reply)]
+    if reply.ok:
+        hid = reply.data["handoff_id"]
+        take = p.call("claim", {"handoff_id": hid, "worker": p.worker})
+        steps.append(("claim", take))
+        fence = take.data["fence"] if take.ok else 1
+        base = {"handoff_id": hid, "worker": p.worker, "fence": fence}
+        steps.append(("checkpoint", p.call("checkpoint", dict(base, state={"n": 1}))))
+        steps.append(("complete", p.call("complete", dict(base, result={"n": 1}))))
+        steps.append(("result", p.call("result", {"handoff_id": hid})))
+        steps.append(("status", p.call("status", {"handoff_id": hid})))
+    for name, r in steps:
+        ok = ok and r.ok
+        print(f"{'ok  ' if r.ok else 'FAIL'} {name}: {r.data if r.ok else r.error or r.unknown}")
+    for w in harness.wire_findings:
+        ok = False
+        print(f"FAIL {w['requirement']}: malformed response {w['response']!r}: {w['problems']}")
+    sc.close()
+    print(f"stderr of the adapter: {p.process.stderr_path}")
+    return 0 if ok else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

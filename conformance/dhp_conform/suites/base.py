@@ -1,0 +1,138 @@
+"""What a check is and how it records its outcome."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..harness import Harness, Reply, Scenario
+from ..history import describe
+
+
+@dataclass
+class Check:
+    suite: str
+    name: str
+    requirements: list[str]
+    run: Callable[[Ctx], None]
+    feature: str | None = None  # optional feature the check needs (skipped if not claimed)
+
+    @property
+    def id(self) -> str:
+        return f"{self.suite}:{self.name}"
+
+
+class CheckAborted(Exception):
+    """The check cannot go on (a step it depends on failed); the reason says which."""
+
+
+@dataclass
+class Run:
+    harness: Harness
+    seed: int
+    quick: bool
+    results: list[dict] = field(default_factory=list)
+    scenarios: list[Scenario] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+
+
+class Ctx:
+    """The context of one running check."""
+
+    def __init__(self, run: Run, check: Check):
+        self.run, self.check = run, check
+        self.rng = random.Random(f"{run.seed}:{check.id}")
+        self.scenarios: list[Scenario] = []
+
+    @property
+    def quick(self) -> bool:
+        return self.run.quick
+
+    def scenario(self, name: str, ttl: float = 1.0) -> Scenario:
+        sc = self.run.harness.scenario(f"{self.check.suite}-{name}", ttl)
+        sc.facts["check"] = self.check.id
+        self.scenarios.append(sc)
+        self.run.scenarios.append(sc)
+        return sc
+
+    def record(self, requirement: str, passed: bool, reason: str = "",
+               evidence: Any = None, warn: bool = False) -> bool:
+        result = {"requirement": requirement, "check": self.check.id,
+                  "status": "PASS" if passed else ("WARN" if warn else "FAIL")}
+        if not passed:
+            result["reason"] = reason or "failed"
+        if evidence is not None:
+            result["evidence"] = evidence
+        self.run.results.append(result)
+        return passed
+
+    def expect(self, requirement: str, condition: bool, reason: str, *replies: Reply) -> bool:
+        return self.record(requirement, bool(condition), reason,
+                           self.evidence(*replies) if not condition else None)
+
+    def evidence(self, *replies: Reply) -> list[str]:
+        events = self.run.harness.history.events
+        return [describe(events[i]) for r in replies for i in r.events]
+
+    def need(self, reply: Reply, what: str) -> Any:
+        """The data of a step the check depends on; abort the check if it failed."""
+        if reply.ok:
+            return reply.data
+        problem = reply.unknown or f"{reply.code}: {(reply.error or {}).get('message')}"
+        raise CheckAborted(f"{what} failed ({problem}); the check could not go on",
+                           self.evidence(reply))
+
+    def expect_code(self, requirement: str, reply: Reply, code: str, what: str) -> bool:
+        got = "ok" if reply.ok else (reply.code or f"unknown outcome ({reply.unknown})")
+        return self.expect(requirement, not reply.ok and reply.code == code,
+                           f"{what}: expected error {code}, got {got}", reply)
+
+    def expect_ok(self, requirement: str, reply: Reply, what: str) -> bool:
+        got = reply.unknown or f"{reply.code}: {(reply.error or {}).get('message')}"
+        return self.expect(requirement, reply.ok, f"{what}: expected ok, got {got}", reply)
+
+
+def run_check(run: Run, check: Check) -> None:
+    ctx = Ctx(run, check)
+    try:
+        check.run(ctx)
+    except CheckAborted as exc:
+        reason, evidence = exc.args[0], exc.args[1] if len(exc.args) > 1 else None
+        for rid in check.requirements:
+            ctx.record(rid, False, reason, evidence)
+    finally:
+        for sc in ctx.scenarios:
+            sc.close()
+
+
+# --- helpers shared by the suites ---------------------------------------------------------
+
+SCHEMA = {"type": "object", "required": ["total"],
+          "properties": {"total": {"type": "integer"}}, "additionalProperties": False}
+
+
+def dispatch(ctx: Ctx, proc: Any, inputs: dict | None = None, budget: dict | None = None,
+             kind: str = "conform.sum") -> str:
+    args = {"task_kind": kind, "inputs": inputs if inputs is not None else {"n": ctx.rng.random()},
+            "output_schema": SCHEMA, "budget": budget or {}}
+    data = ctx.need(proc.call("dispatch", args), "dispatch")
+    return data["handoff_id"]
+
+
+def take(ctx: Ctx, proc: Any, hid: str, op: str = "claim", **extra: Any) -> Reply:
+    return proc.call(op, {"handoff_id": hid, "worker": proc.worker, **extra})
+
+
+def write(proc: Any, op: str, hid: str, fence: int, worker: str | None = None,
+          **extra: Any) -> Reply:
+    return proc.call(op, {"handoff_id": hid, "worker": worker or proc.worker, "fence": fence,
+                          **extra})
+
+
+def state_mark(ctx: Ctx, label: str) -> dict:
+    """A unique checkpoint state, so the checker can tell every write apart."""
+    return {"step": label, "mark": ctx.rng.getrandbits(48)}

@@ -1,0 +1,145 @@
+"""Chaos: worker processes run handoffs to completion, checkpointing every step, while the kit
+SIGKILLs random workers (mid-request too) and restarts them on the same data. Afterwards every
+handoff is completed exactly once and its exported log holds every acknowledged checkpoint.
+The history checkers judge fencing, durability and rework over the whole run."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from .. import oracle
+from ..process import AdapterError
+from .base import SCHEMA, Check, Ctx
+
+STEPS = 6
+KIND = "conform.chaos"
+
+
+def chaos(ctx: Ctx) -> None:
+    workers, handoffs, faults = (4, 4, 12) if ctx.quick else (6, 8, 50)
+    ttl = 1.0
+    sc = ctx.scenario("kill9", ttl=ttl)
+    procs = [sc.spawn(f"c{i}") for i in range(workers)]
+    feeder = sc.spawn("feeder")  # dispatches and reads; never faulted
+    hids: list[str] = []
+
+    def batch() -> None:
+        """More work, so the run lasts until every fault was injected."""
+        for _ in range(handoffs):
+            args = {"task_kind": KIND, "inputs": {"n": len(hids), "seed": ctx.run.seed},
+                    "output_schema": SCHEMA, "budget": {}}
+            reply = feeder.call("dispatch", args)
+            hids.append(ctx.need(reply, "dispatch")["handoff_id"])
+
+    batch()
+    done: set[str] = set()
+    stop = threading.Event()
+    lock = threading.Lock()
+    rngs = [ctx.rng.random() for _ in procs]
+
+    def work(i: int) -> None:
+        import random
+        rng, p = random.Random(rngs[i]), procs[i]
+        while not stop.is_set():
+            with lock:
+                todo = [h for h in hids if h not in done]
+            if not todo:
+                time.sleep(0.02)
+                continue
+            if not p.process.alive():
+                try:
+                    sc.restart(p)
+                except AdapterError:
+                    time.sleep(0.05)
+                continue
+            reply = p.call("claim_next", {"task_kinds": [KIND], "worker": p.worker})
+            if reply.ok and reply.data is None:
+                reply = p.call("recover", {"handoff_id": rng.choice(todo), "worker": p.worker})
+            if not reply.ok:
+                time.sleep(rng.uniform(0.01, 0.1))
+                continue
+            held = reply.data
+            hid, fence = held["handoff_id"], held["fence"]
+            last = held.get("last_checkpoint")
+            step = last["step"] if isinstance(last, dict) else 0
+            while step < STEPS and not stop.is_set():
+                state = {"step": step + 1, "by": p.worker, "fence": fence,
+                         "mark": rng.getrandbits(40)}
+                r = p.call("checkpoint", {"handoff_id": hid, "worker": p.worker,
+                                          "fence": fence, "state": state, "spend": 0})
+                if not r.ok:
+                    break
+                step += 1
+                time.sleep(rng.uniform(0, 0.02))
+            if step >= STEPS:
+                r = p.call("complete", {"handoff_id": hid, "worker": p.worker, "fence": fence,
+                                        "result": {"total": STEPS}})
+                if r.ok:
+                    with lock:
+                        done.add(hid)
+
+    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(workers)]
+    for t in threads:
+        t.start()
+    killed = 0
+    deadline = time.monotonic() + (20 if ctx.quick else 90)
+    while killed < faults and time.monotonic() < deadline:
+        time.sleep(ctx.rng.uniform(0.05, 0.25))
+        with lock:
+            if len(done) == len(hids):
+                batch()
+        victim = procs[ctx.rng.randrange(workers)]
+        if victim.process.alive() and victim.incarnation:
+            sc.kill(victim)
+            killed += 1
+    finish_by = time.monotonic() + ttl * 4 + 15
+    while len(done) < len(hids) and time.monotonic() < finish_by:
+        time.sleep(0.05)
+    stop.set()
+    for t in threads:
+        t.join(timeout=15)
+    ctx.record("DHP-LSE-003", len(done) == len(hids),
+               f"{len(hids) - len(done)} of {len(hids)} handoffs were not completed within "
+               f"{ttl * 4 + 15:g} s after the last of {killed} kills: orphaned work was not "
+               "recovered")
+    if killed < faults:
+        ctx.record("DHP-LSE-003", False, f"only {killed} of {faults} kills could be made")
+    _check_logs(ctx, sc, feeder, hids)
+
+
+def _check_logs(ctx: Ctx, sc, reader, hids: list[str]) -> None:
+    """Every exported log is valid and holds every acknowledged checkpoint in order."""
+    if "export_log" not in (sc.harness.hello or {}).get("features", []):
+        return
+    acked = {}
+    for e in sc.events():
+        if e["type"] == "ok" and e["op"] == "checkpoint":
+            inv = sc.harness.history.events[e["invoke"]]
+            acked.setdefault(inv["args"]["handoff_id"], []).append(inv["args"]["state"])
+    for hid in hids:
+        path = sc.data.parent / f"{sc.name}-{hid[7:19]}.jsonl"
+        reply = reader.call("export_log", {"handoff_id": hid, "path": str(path)})
+        if not reply.ok:
+            ctx.record("DHP-LOG-007", False, f"export_log of {hid} failed: {reply!r}",
+                       ctx.evidence(reply))
+            continue
+        try:
+            log = oracle.check_log(path.read_text(encoding="utf-8"))
+        except (oracle.LogProblem, OSError) as exc:
+            rid = getattr(exc, "requirement", "DHP-LOG-001")
+            ctx.record(rid, False, f"exported log of {hid} ({path}): {exc}", ctx.evidence(reply))
+            continue
+        ctx.record("DHP-LOG-007", True)
+        states = [oracle.canonical(r["state"]) for r in log["checkpoints"]]
+        want = [oracle.canonical(s) for s in acked.get(hid, [])]
+        positions = [states.index(s) if s in states else -1 for s in want]
+        missing = [acked[hid][i] for i, pos in enumerate(positions) if pos < 0]
+        ctx.expect("DHP-CKP-009", not missing,
+                   f"the log of {hid} lacks {len(missing)} acknowledged checkpoint(s), e.g. "
+                   f"{missing[:1]}", reply)
+        ctx.expect("DHP-LOG-003", positions == sorted(positions),
+                   f"the log of {hid} holds acknowledged checkpoints out of order", reply)
+
+
+CHECKS = [Check("chaos", "kill9-workers", ["DHP-CKP-009", "DHP-LSE-003", "DHP-LOG-007"], chaos)]

@@ -1,0 +1,117 @@
+"""Fencing: stale and forged fences, the zombie (a paused owner that wakes after a takeover),
+and a killed owner recovered elsewhere (DHP-FEN-*, DHP-LSE-*, DHP-CKP-010)."""
+
+from __future__ import annotations
+
+import time
+
+from .base import Check, Ctx, dispatch, state_mark, take, write
+
+
+def stale_fence(ctx: Ctx) -> None:
+    ttl = 0.5
+    sc = ctx.scenario("stale-fence", ttl=ttl)
+    p, q = sc.spawn("p1"), sc.spawn("p2")
+    hid = dispatch(ctx, p)
+    old = ctx.need(take(ctx, p, hid), "claim")["fence"]
+    ctx.need(write(p, "checkpoint", hid, old, state=state_mark(ctx, "p1")), "checkpoint")
+    time.sleep(ttl + 0.1)
+    new = ctx.need(take(ctx, q, hid), "claim after expiry")["fence"]
+    ctx.expect("DHP-FEN-002", new > old, f"the new owner's fence {new} is not above {old}")
+    for op, extra in (("heartbeat", {}), ("checkpoint", {"state": state_mark(ctx, "stale")}),
+                      ("complete", {"result": {"total": 1}}), ("release", {})):
+        reply = write(p, op, hid, old, **extra)
+        ctx.expect_code("DHP-FEN-004", reply, "lease_lost", f"{op} with the stale fence {old}")
+    forged = write(q, "checkpoint", hid, new + 1, state=state_mark(ctx, "forged"))
+    ctx.expect_code("DHP-FEN-003", forged, "lease_lost", f"checkpoint with a future fence "
+                    f"{new + 1}")
+    wrong = write(q, "checkpoint", hid, new, worker=p.worker, state=state_mark(ctx, "imposter"))
+    ctx.expect_code("DHP-FEN-003", wrong, "lease_lost", "checkpoint by another worker id with "
+                    "the current fence")
+    ctx.expect_ok("DHP-FEN-003", write(q, "checkpoint", hid, new, state=state_mark(ctx, "q")),
+                  "checkpoint by the current owner")
+    st = ctx.need(q.call("status", {"handoff_id": hid}), "status")
+    ctx.expect("DHP-FEN-004", st["owner"] == q.worker and st["state"] == "claimed",
+               f"after refused writes the status is {st['state']} owned by {st['owner']}")
+    # The same worker takes the handoff again: its own earlier fence is now stale too.
+    ctx.need(write(q, "release", hid, new), "release")
+    newer = ctx.need(take(ctx, q, hid), "claim again")["fence"]
+    own = write(q, "checkpoint", hid, new, state=state_mark(ctx, "own-stale"))
+    ctx.expect_code("DHP-FEN-004", own, "lease_lost", f"checkpoint by the same worker with its "
+                    f"earlier fence {new} after it re-claimed with fence {newer}")
+
+
+def zombie(ctx: Ctx) -> None:
+    """SIGSTOP the owner with a checkpoint in flight, recover elsewhere past the TTL, SIGCONT:
+    the zombie's late writes are refused and the new owner's progress stands."""
+    ttl = 0.8
+    sc = ctx.scenario("zombie", ttl=ttl)
+    z, q = sc.spawn("zombie"), sc.spawn("standby")
+    hid = dispatch(ctx, z)
+    fence = ctx.need(take(ctx, z, hid), "claim")["fence"]
+    first = state_mark(ctx, "z1")
+    ctx.need(write(z, "checkpoint", hid, fence, state=first), "checkpoint")
+    sc.stop(z)
+    early = take(ctx, q, hid, "recover")
+    ctx.expect_code("DHP-FEN-005", early, "conflict",
+                    "recover while the paused owner's lease is live and its process alive")
+    in_flight = z.send("checkpoint", {"handoff_id": hid, "worker": z.worker, "fence": fence,
+                                      "state": state_mark(ctx, "zombie-late")})
+    time.sleep(ttl + 0.2)
+    taken = ctx.need(take(ctx, q, hid, "recover"), "recover after expiry")
+    ctx.expect("DHP-CKP-010", taken.get("last_checkpoint") == first,
+               f"the recovering worker resumed from {taken.get('last_checkpoint')!r}, not the "
+               f"last acknowledged checkpoint {first!r}")
+    sc.cont(z)
+    late = z.wait(in_flight)
+    ctx.expect_code("DHP-FEN-004", late, "lease_lost", "the zombie's in-flight checkpoint")
+    done = write(z, "complete", hid, fence, result={"total": 0})
+    ctx.expect_code("DHP-FEN-004", done, "lease_lost", "the zombie's completion")
+    mine = state_mark(ctx, "standby")
+    ctx.expect_ok("DHP-FEN-003", write(q, "checkpoint", hid, taken["fence"], state=mine),
+                  "the new owner's checkpoint")
+    last = q.call("last_checkpoint", {"handoff_id": hid})
+    ctx.expect("DHP-FEN-004", last.ok and last.data.get("state") == mine,
+               "last_checkpoint is not the new owner's checkpoint", last)
+    ctx.expect_ok("DHP-RES-003", write(q, "complete", hid, taken["fence"], result={"total": 1}),
+                  "the new owner's completion")
+
+
+def killed_owner(ctx: Ctx) -> None:
+    """SIGKILL the owner; a standby recovers (at once if the implementation detects dead
+    owners, DHP-LSE-005, else after the TTL) and resumes from the last checkpoint."""
+    ttl = 1.5
+    sc = ctx.scenario("killed-owner", ttl=ttl)
+    w, q = sc.spawn("worker"), sc.spawn("standby")
+    hid = dispatch(ctx, w)
+    fence = ctx.need(take(ctx, w, hid), "claim")["fence"]
+    states = [state_mark(ctx, n) for n in range(2)]
+    for s in states:
+        ctx.need(write(w, "checkpoint", hid, fence, state=s), "checkpoint")
+    sc.kill(w)
+    quick = take(ctx, q, hid, "recover")
+    if "liveness" in (sc.harness.hello or {}).get("features", []):
+        ctx.expect("DHP-LSE-005", quick.ok, "recover right after the owner was killed was "
+                   f"refused ({quick.code}); dead owners are not detected before the TTL",
+                   quick)
+    if not quick.ok:
+        time.sleep(ttl + 0.1)
+        quick = take(ctx, q, hid, "recover")
+    taken = ctx.need(quick, "recover of a killed owner's handoff")
+    ctx.expect("DHP-CKP-010", taken.get("last_checkpoint") == states[-1],
+               f"resumed from {taken.get('last_checkpoint')!r}, not {states[-1]!r}", quick)
+    ctx.expect("DHP-FEN-001", taken["fence"] == fence + 1,
+               f"recover got fence {taken['fence']}, not {fence + 1}", quick)
+    sc.restart(w)
+    ghost = write(w, "checkpoint", hid, fence, worker=f"{w.name}.{w.incarnation - 1}",
+                  state=state_mark(ctx, "ghost"))
+    ctx.expect_code("DHP-FEN-004", ghost, "lease_lost",
+                    "a restarted process writing with its predecessor's worker id and fence")
+
+
+CHECKS = [
+    Check("fencing", "stale-fence", ["DHP-FEN-002", "DHP-FEN-003", "DHP-FEN-004"], stale_fence),
+    Check("fencing", "zombie", ["DHP-FEN-004", "DHP-FEN-005", "DHP-CKP-010"], zombie),
+    Check("fencing", "killed-owner", ["DHP-LSE-005", "DHP-CKP-010", "DHP-FEN-001"],
+          killed_owner),
+]

@@ -1,0 +1,236 @@
+"""Lifecycle: dispatch, claim, release, complete, cancel, budgets and the DLQ, driven through
+one adapter process and compared with the state table (DHP-STM-*, DHP-RES-*, DHP-BUD-*)."""
+
+from __future__ import annotations
+
+import time
+
+from .. import oracle
+from .base import SCHEMA, Check, Ctx, dispatch, state_mark, take, write
+
+
+def _status(ctx: Ctx, proc, hid: str) -> dict:
+    reply = proc.call("status", {"handoff_id": hid})
+    data = ctx.need(reply, "status")
+    problems = oracle.schema_errors("status", data)
+    ctx.expect("DHP-ADP-007", not problems,
+               f"status data is not valid against schemas/status.json: {problems[:3]}", reply)
+    return data
+
+
+def dispatch_identity(ctx: Ctx) -> None:
+    sc = ctx.scenario("dispatch")
+    p = sc.spawn("p1")
+    args = {"task_kind": "conform.sum", "inputs": {"xs": [1, 2.5, "é"], "k": {"b": 1, "a": 2}},
+            "output_schema": SCHEMA, "budget": {"max_attempts": 3}}
+    first = p.call("dispatch", args)
+    hid = ctx.need(first, "dispatch")["handoff_id"]
+    want = oracle.handoff_id(oracle.intent_of(args))
+    ctx.expect("DHP-ID-001", hid == want, f"dispatch returned {hid}; the intent's id is {want}",
+               first)
+    again = p.call("dispatch", args)
+    ctx.expect("DHP-ID-004", again.ok and again.data["handoff_id"] == hid,
+               "dispatching the same intent again did not return the same handoff", again)
+    st = _status(ctx, p, hid)
+    ctx.expect("DHP-STM-001", st["state"] == "pending" and st["fence"] == 0,
+               f"a new handoff is {st['state']} with fence {st['fence']}, not pending / 0")
+    missing = p.call("status", {"handoff_id": "sha256:" + "0" * 64})
+    ctx.expect_code("DHP-STM-003", missing, "not_found", "status of an unknown id")
+
+
+def claim_release(ctx: Ctx) -> None:
+    sc = ctx.scenario("claim-release", ttl=5.0)
+    p, q = sc.spawn("p1"), sc.spawn("p2")
+    hid = dispatch(ctx, p)
+    first = ctx.need(take(ctx, p, hid), "claim")
+    ctx.expect("DHP-FEN-001", first["fence"] == 1, f"first claim got fence {first['fence']}, not 1")
+    second = take(ctx, q, hid)
+    ctx.expect_code("DHP-STM-007", second, "conflict", "claim of a live claimed handoff")
+    st = _status(ctx, p, hid)
+    ctx.expect("DHP-STM-003", st["owner"] == p.worker and st["fence"] == 1,
+               f"after a refused claim the status is owner={st['owner']} fence={st['fence']}")
+    ctx.expect_ok("DHP-STM-002", write(p, "release", hid, 1), "release by the owner")
+    ctx.expect("DHP-STM-002", _status(ctx, p, hid)["state"] == "released",
+               "a released handoff does not report state released")
+    third = ctx.need(take(ctx, q, hid), "claim after release")
+    ctx.expect("DHP-FEN-001", third["fence"] == 2, f"claim after release got fence "
+               f"{third['fence']}, not 2")
+
+
+def complete_result(ctx: Ctx) -> None:
+    sc = ctx.scenario("complete", ttl=5.0)
+    p = sc.spawn("p1")
+    hid = dispatch(ctx, p)
+    fence = ctx.need(take(ctx, p, hid), "claim")["fence"]
+    bad = write(p, "complete", hid, fence, result={"total": "seven"})
+    ctx.expect_code("DHP-RES-002", bad, "schema_violation", "complete with an invalid result")
+    ctx.expect("DHP-RES-002", _status(ctx, p, hid)["state"] == "claimed",
+               "a refused completion changed the state")
+    good = write(p, "complete", hid, fence, result={"total": 7})
+    ctx.expect_ok("DHP-RES-001", good, "complete with a valid result")
+    res = p.call("result", {"handoff_id": hid})
+    ctx.expect("DHP-RES-004", res.ok and res.data.get("completed")
+               and res.data.get("result") == {"total": 7},
+               "result() does not return the completed result", res)
+    again = write(p, "complete", hid, fence, result={"total": 8})
+    ctx.expect("DHP-RES-003", not again.ok, "a second completion was accepted", again)
+    ctx.expect_code("DHP-STM-004", take(ctx, p, hid), "conflict", "claim of a completed handoff")
+    ctx.expect_code("DHP-STM-006", p.call("cancel", {"handoff_id": hid}), "conflict",
+                    "cancel of a completed handoff")
+
+
+def cancel(ctx: Ctx) -> None:
+    sc = ctx.scenario("cancel", ttl=5.0)
+    p = sc.spawn("p1")
+    hid = dispatch(ctx, p)
+    fence = ctx.need(take(ctx, p, hid), "claim")["fence"]
+    ctx.expect_ok("DHP-STM-006", p.call("cancel", {"handoff_id": hid}), "cancel of a claimed one")
+    late = write(p, "checkpoint", hid, fence, state=state_mark(ctx, "late"))
+    ctx.expect_code("DHP-FEN-006", late, "cancelled", "checkpoint after cancel")
+    ctx.expect_ok("DHP-STM-006", p.call("cancel", {"handoff_id": hid}), "cancel again")
+    ctx.expect_code("DHP-STM-004", take(ctx, p, hid), "conflict", "claim of a cancelled handoff")
+    ctx.expect_code("DHP-STM-005", p.call("requeue", {"handoff_id": hid}), "conflict",
+                    "requeue of a cancelled handoff")
+
+
+def budget_attempts(ctx: Ctx) -> None:
+    sc = ctx.scenario("budget-attempts", ttl=5.0)
+    p = sc.spawn("p1")
+    hid = dispatch(ctx, p, budget={"max_attempts": 2})
+    for n in (1, 2):
+        fence = ctx.need(take(ctx, p, hid), f"claim {n}")["fence"]
+        ctx.need(write(p, "release", hid, fence), f"release {n}")
+    over = take(ctx, p, hid)
+    ctx.expect_code("DHP-BUD-001", over, "budget_exceeded", "third claim with max_attempts 2")
+    st = _status(ctx, p, hid)
+    ctx.expect("DHP-BUD-005", st["state"] == "dead_lettered",
+               f"after the refused claim the handoff is {st['state']}, not dead_lettered")
+    dlq = ctx.need(p.call("dlq", {}), "dlq")
+    ids = [e.get("handoff_id") for e in dlq.get("entries", [])]
+    ctx.expect("DHP-BUD-006", hid in ids, f"the DLQ does not list {hid}: {ids}")
+    ctx.expect_ok("DHP-BUD-007", p.call("requeue", {"handoff_id": hid}), "requeue")
+    st = _status(ctx, p, hid)
+    ctx.expect("DHP-BUD-007", st["state"] == "pending" and st["attempts"] == 0,
+               f"after requeue: state {st['state']}, attempts {st['attempts']}")
+    ctx.expect_ok("DHP-BUD-007", take(ctx, p, hid), "claim after requeue")
+
+
+def budget_steps_spend(ctx: Ctx) -> None:
+    sc = ctx.scenario("budget-steps", ttl=5.0)
+    p = sc.spawn("p1")
+    hid = dispatch(ctx, p, budget={"max_steps": 2})
+    fence = ctx.need(take(ctx, p, hid), "claim")["fence"]
+    for n in (1, 2):
+        ctx.need(write(p, "checkpoint", hid, fence, state=state_mark(ctx, n)), f"checkpoint {n}")
+    over = write(p, "checkpoint", hid, fence, state=state_mark(ctx, 3))
+    ctx.expect_code("DHP-BUD-002", over, "budget_exceeded", "third checkpoint with max_steps 2")
+    ctx.expect("DHP-BUD-005", _status(ctx, p, hid)["state"] == "dead_lettered",
+               "max_steps exhaustion did not move the handoff to the DLQ")
+    hid = dispatch(ctx, p, budget={"max_spend": 1.0})
+    fence = ctx.need(take(ctx, p, hid), "claim")["fence"]
+    ctx.need(write(p, "checkpoint", hid, fence, state=state_mark(ctx, 1), spend=0.6),
+             "checkpoint spending 0.6")
+    over = write(p, "checkpoint", hid, fence, state=state_mark(ctx, 2), spend=0.6)
+    ctx.expect_code("DHP-BUD-003", over, "budget_exceeded", "spending 1.2 with max_spend 1.0")
+
+
+def lease_expiry(ctx: Ctx) -> None:
+    ttl = 0.6
+    sc = ctx.scenario("lease-expiry", ttl=ttl)
+    p, q = sc.spawn("p1"), sc.spawn("p2")
+    hid = dispatch(ctx, p)
+    fence = ctx.need(take(ctx, p, hid), "claim")["fence"]
+    time.sleep(ttl / 2)
+    ctx.expect_ok("DHP-LSE-004", write(p, "heartbeat", hid, fence), "heartbeat by the owner")
+    time.sleep(ttl * 0.7)  # past the first expiry, inside the extended lease
+    early = take(ctx, q, hid)
+    ctx.expect_code("DHP-LSE-004", early, "conflict",
+                    "claim after the original expiry but within the heartbeat's extension")
+    time.sleep(ttl + 0.1)
+    st = _status(ctx, p, hid)
+    ctx.expect("DHP-LSE-003", st["state"] == "orphaned",
+               f"an expired claim reports state {st['state']}, not orphaned")
+    late = write(p, "checkpoint", hid, fence, state=state_mark(ctx, "late"))
+    ctx.expect_code("DHP-LSE-002", late, "lease_lost", "checkpoint after the lease expired")
+    ctx.expect_ok("DHP-STM-007", take(ctx, q, hid), "claim of an expired (orphaned) handoff")
+
+
+def log_roundtrip(ctx: Ctx) -> None:
+    sc = ctx.scenario("log-export", ttl=5.0)
+    p = sc.spawn("p1")
+    hid = dispatch(ctx, p)
+    fence = ctx.need(take(ctx, p, hid), "claim")["fence"]
+    states = [state_mark(ctx, n) for n in range(3)]
+    for n, s in enumerate(states):
+        ctx.need(write(p, "checkpoint", hid, fence, state=s, spend=0.5), f"checkpoint {n}")
+    ctx.need(write(p, "complete", hid, fence, result={"total": 3}), "complete")
+    path = sc.data.parent / f"{sc.name}.log.jsonl"
+    reply = p.call("export_log", {"handoff_id": hid, "path": str(path)})
+    ctx.need(reply, "export_log")
+    try:
+        log = oracle.check_log(path.read_text(encoding="utf-8"))
+    except oracle.LogProblem as exc:
+        ctx.record(exc.requirement, False, f"exported log {path}: {exc}", ctx.evidence(reply))
+        return
+    except OSError as exc:
+        ctx.record("DHP-LOG-001", False, f"exported log unreadable: {exc}", ctx.evidence(reply))
+        return
+    for rid in ("DHP-LOG-001", "DHP-LOG-002", "DHP-LOG-003", "DHP-LOG-007", "DHP-CKP-005"):
+        ctx.record(rid, True)
+    got = [r["state"] for r in log["checkpoints"]]
+    ctx.expect("DHP-CKP-009", got == states, f"the log holds states {got}, expected {states}")
+    ctx.expect("DHP-LOG-004", log["result"] is not None
+               and log["result"]["result"] == {"total": 3}, "the log has no (right) result line")
+    ctx.expect("DHP-CKP-006", all(r["fence"] == fence for r in log["checkpoints"]),
+               f"checkpoint records do not carry the writer's fence {fence}")
+    _import_checks(ctx, path.read_text(encoding="utf-8"), states)
+
+
+def _import_checks(ctx: Ctx, text: str, states: list) -> None:
+    """Tampered logs are refused before anything is stored (DHP-LOG-008, DHP-CKP-008)."""
+    sc = ctx.scenario("log-import", ttl=5.0)
+    p = sc.spawn("p1")
+    lines = text.splitlines(keepends=True)
+    import json
+    changed = json.loads(lines[2])
+    changed["record"]["state"] = {"forged": True}
+    tampered = {
+        "changed": lines[:2] + [json.dumps(changed) + "\n"] + lines[3:],
+        "dropped": lines[:2] + lines[3:],
+        "reordered": lines[:1] + [lines[2], lines[1]] + lines[3:],
+        "duplicated": lines[:3] + [lines[2]] + lines[3:],
+    }
+    for what, body in tampered.items():
+        path = sc.data.parent / f"{sc.name}-{what}.jsonl"
+        path.write_text("".join(body), encoding="utf-8")
+        reply = p.call("import_log", {"path": str(path)})
+        ctx.expect_code("DHP-CKP-008", reply, "integrity_error", f"import of a {what} checkpoint")
+        if reply.ok:
+            ctx.record("DHP-SEC-001", False, f"a log with a {what} record was imported",
+                       ctx.evidence(reply))
+    intact = sc.data.parent / f"{sc.name}-intact.jsonl"
+    intact.write_text("".join(lines[:-1]), encoding="utf-8")  # without the result: resumable
+    reply = p.call("import_log", {"path": str(intact)})
+    ctx.expect_ok("DHP-LOG-008", reply, "import of an intact log")
+    if reply.ok:
+        last = p.call("last_checkpoint", {"handoff_id": reply.data["handoff_id"]})
+        ctx.expect("DHP-CKP-010", last.ok and last.data.get("state") == states[-1],
+                   "after import, last_checkpoint is not the log's last state", last)
+
+
+CHECKS = [
+    Check("lifecycle", "dispatch-identity", ["DHP-ID-001", "DHP-ID-004", "DHP-STM-001"],
+          dispatch_identity),
+    Check("lifecycle", "claim-release", ["DHP-STM-002", "DHP-STM-007", "DHP-FEN-001"],
+          claim_release),
+    Check("lifecycle", "complete-result", ["DHP-RES-001", "DHP-RES-002", "DHP-RES-003",
+                                           "DHP-RES-004"], complete_result),
+    Check("lifecycle", "cancel", ["DHP-STM-006", "DHP-FEN-006"], cancel),
+    Check("lifecycle", "budget-attempts", ["DHP-BUD-001", "DHP-BUD-005", "DHP-BUD-006",
+                                           "DHP-BUD-007"], budget_attempts),
+    Check("lifecycle", "budget-steps-spend", ["DHP-BUD-002", "DHP-BUD-003"], budget_steps_spend),
+    Check("lifecycle", "lease-expiry", ["DHP-LSE-002", "DHP-LSE-003", "DHP-LSE-004"],
+          lease_expiry),
+    Check("lifecycle", "log-roundtrip", ["DHP-LOG-007", "DHP-CKP-008", "DHP-LOG-008"],
+          log_roundtrip, feature="export_log"),
+]

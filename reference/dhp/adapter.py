@@ -1,0 +1,197 @@
+"""The reference implementation's conformance adapter: `python -m dhp.adapter`.
+
+A thin JSON-lines wrapper over the SDK (spec/adapter.md): one request per stdin line, one
+response per stdout line, flushed at once; logs go to stderr. Each `cmd_<op>` function maps one
+request to one SDK call.
+
+Fenced writes name (worker, fence) explicitly, so the kit can send stale or forged fences. The
+adapter keeps the TaskContext of every take keyed by (handoff_id, worker, fence) and uses it
+when the request matches; any other pair goes to the store's fenced write directly, which is
+what a stale worker's late write looks like to the store.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from . import __version__, api, operations
+from .canonical import parse_json
+from .errors import DHPError, InvalidInput
+
+PROTOCOL = "1"
+FEATURES = ["claim_next", "export_log", "import_log", "supervise", "liveness"]
+
+
+class Adapter:
+    def __init__(self) -> None:
+        self.store: Any = None
+        self.ttl = 5.0
+        self.heartbeat: float | None = 0  # 0: the kit drives heartbeats itself (DHP-ADP-009)
+        self.contexts: dict[tuple[str, str, int], api.TaskContext] = {}
+
+    # --- handshake -------------------------------------------------------------------------
+    def cmd_hello(self, args: dict) -> dict:
+        if PROTOCOL not in args.get("protocols", []):
+            raise InvalidInput(f"this adapter speaks adapter protocol {PROTOCOL}, not any of "
+                               f"{args.get('protocols')}", requirement="DHP-ADP-003")
+        return {"protocol": PROTOCOL, "dhp": "1.0",
+                "implementation": {"name": "durable-handoff", "language": "python",
+                                   "version": __version__},
+                "classes": ["store", "supervisor"], "features": FEATURES}
+
+    def cmd_init(self, args: dict) -> dict:
+        self.ttl = args["ttl"]
+        interval = args.get("heartbeat_interval")
+        self.heartbeat = None if interval is not None else 0  # None: the store's default
+        self.store = api.Store(args["data"], ttl=self.ttl,
+                               heartbeat_interval=interval if interval else None)
+        return {}
+
+    # --- takes -----------------------------------------------------------------------------
+    def _held(self, ctx: api.TaskContext | None) -> dict | None:
+        if ctx is None:
+            return None
+        self.contexts[(ctx.handoff_id, ctx.worker_id, ctx.fence)] = ctx
+        return {"handoff_id": ctx.handoff_id, "worker": ctx.worker_id, "fence": ctx.fence,
+                "last_checkpoint": ctx.last_checkpoint}
+
+    def cmd_claim(self, args: dict) -> dict:
+        return self._held(api.claim(self.store, args["handoff_id"], args["worker"],
+                                    ttl=args.get("ttl"), heartbeat_interval=self.heartbeat))
+
+    def cmd_recover(self, args: dict) -> dict:
+        return self._held(api.recover(self.store, args["handoff_id"], args["worker"],
+                                      ttl=args.get("ttl"), heartbeat_interval=self.heartbeat))
+
+    def cmd_claim_next(self, args: dict) -> dict | None:
+        return self._held(api.claim_next(self.store, args["task_kinds"], args["worker"],
+                                         ttl=args.get("ttl"), heartbeat_interval=self.heartbeat))
+
+    # --- fenced writes ---------------------------------------------------------------------
+    def _write(self, name: str, args: dict, **kwargs: Any) -> Any:
+        key = (args["handoff_id"], args["worker"], args["fence"])
+        ctx = self.contexts.get(key)
+        if ctx is not None and args.get("ttl") in (None, ctx.ttl):
+            return getattr(ctx, name)(**kwargs)
+        liveness = self.store.liveness
+        return operations.write(self.store, key[0], name, key[1], key[2], ttl=args.get("ttl"),
+                                incarnation=liveness.token() if liveness else None, **kwargs)
+
+    def cmd_heartbeat(self, args: dict) -> dict:
+        self._write("heartbeat", args)
+        return {}
+
+    def cmd_checkpoint(self, args: dict) -> dict:
+        return {"record": self._write("checkpoint", args, state=args["state"],
+                                      spend=args.get("spend", 0))}
+
+    def cmd_complete(self, args: dict) -> dict:
+        return {"record": self._write("complete", args, result=args["result"])}
+
+    def cmd_release(self, args: dict) -> dict:
+        self._write("release", args)
+        return {}
+
+    # --- reads and operator operations -----------------------------------------------------
+    def cmd_dispatch(self, args: dict) -> dict:
+        if "budget" in args and not isinstance(args["budget"], dict):
+            raise InvalidInput(f"budget must be an object, not {args['budget']!r}",
+                               requirement="DHP-ID-003")
+        hid = api.dispatch(self.store, args["task_kind"], args["inputs"], args["output_schema"],
+                           budget=args.get("budget"),
+                           progress_timeout_s=args.get("progress_timeout_s"))
+        return {"handoff_id": hid}
+
+    def cmd_status(self, args: dict) -> dict:
+        return api.status(self.store, args["handoff_id"])
+
+    def cmd_last_checkpoint(self, args: dict) -> dict:
+        records = api.checkpoints(self.store, args["handoff_id"])
+        if not records:
+            return {"found": False, "state": None, "seq": None}
+        return {"found": True, "state": records[-1]["state"], "seq": records[-1]["seq"]}
+
+    def cmd_result(self, args: dict) -> dict:
+        if api.status(self.store, args["handoff_id"])["state"] != "completed":
+            return {"completed": False, "result": None}
+        return {"completed": True, "result": api.result(self.store, args["handoff_id"])}
+
+    def cmd_cancel(self, args: dict) -> dict:
+        api.cancel(self.store, args["handoff_id"])
+        return {}
+
+    def cmd_requeue(self, args: dict) -> dict:
+        api.requeue(self.store, args["handoff_id"])
+        return {}
+
+    def cmd_dlq(self, args: dict) -> dict:
+        return {"entries": api.dlq(self.store)}
+
+    def cmd_export_log(self, args: dict) -> dict:
+        api.export_log(self.store, args["handoff_id"], Path(args["path"]))
+        return {"path": args["path"]}
+
+    def cmd_import_log(self, args: dict) -> dict:
+        return {"handoff_id": api.import_log(self.store, Path(args["path"]))}
+
+    def cmd_supervise(self, args: dict) -> dict:
+        orphaned = []
+        for status in api.list_handoffs(self.store, state="claimed") + \
+                api.list_handoffs(self.store, state="orphaned"):
+            try:
+                if api.orphan(self.store, status["handoff_id"]):
+                    orphaned.append(status["handoff_id"])
+            except DHPError:
+                pass  # live and owned by a live process, or changed meanwhile
+        return {"orphaned": orphaned}
+
+    # --- the loop --------------------------------------------------------------------------
+    def handle(self, line: str) -> dict:
+        try:
+            request = json.loads(line)
+            rid, op, args = request["id"], request["op"], request.get("args") or {}
+        except (ValueError, KeyError, TypeError) as exc:
+            error = InvalidInput(f"not a request line ({exc}): {line[:200]!r}",
+                                 requirement="DHP-ADP-001")
+            return {"id": 0, "ok": False, "error": error.to_dict()}
+        try:
+            args = parse_json(line)["args"]  # strict: duplicate members, NaN (DHP-CJ-*)
+        except DHPError as exc:
+            return {"id": rid, "ok": False, "error": exc.to_dict()}
+        command = getattr(self, f"cmd_{op}", None)
+        try:
+            if command is None:
+                raise InvalidInput(f"unknown op {op!r}", requirement="DHP-ADP-001")
+            if self.store is None and op not in ("hello", "init"):
+                raise InvalidInput(f"{op} before init", requirement="DHP-ADP-004")
+            return {"id": rid, "ok": True, "data": command(args)}
+        except DHPError as exc:
+            return {"id": rid, "ok": False, "error": exc.to_dict()}
+        except KeyError as exc:
+            error = InvalidInput(f"{op}: missing argument {exc}", requirement="DHP-ADP-001")
+            return {"id": rid, "ok": False, "error": error.to_dict()}
+        except Exception as exc:  # an adapter or SDK bug: report it, stay up
+            trace = traceback.format_exc()
+            print(trace, file=sys.stderr, flush=True)
+            return {"id": rid, "ok": False,
+                    "error": {"code": "internal", "message": f"{type(exc).__name__}: {exc}",
+                              "definite": False, "details": {"traceback": trace}}}
+
+
+def main() -> int:
+    adapter = Adapter()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        response = adapter.handle(line)
+        sys.stdout.write(json.dumps(response, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
