@@ -98,21 +98,14 @@ def _run_vectors(validate, as_json: bool) -> int:
 
 # --- entry point ----------------------------------------------------------------------------
 
-def _register_runtime_commands() -> None:
-    """The store commands (dispatch, status, ls, ...) live in commands.py, which adds them
-    here through `command(...)`; validate works without them."""
-    if "status" in COMMANDS:
-        return
-    try:
-        from . import commands
-    except ImportError:
-        return
-    commands.register(command)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    _register_runtime_commands()
-    parser = argparse.ArgumentParser(prog="dhp", description="DHP, the Durable Handoff Protocol")
+    from . import commands  # the store commands (dispatch, status, ls, ...) register here
+
+    if "status" not in COMMANDS:
+        commands.register(command)
+    parser = argparse.ArgumentParser(prog="dhp", description="DHP, the Durable Handoff Protocol",
+                                     epilog=commands.EXIT_CODES,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"dhp {__version__} (DHP/1.0)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, cmd in COMMANDS.items():

@@ -57,9 +57,13 @@ class Liveness:
             if self._fd is None:
                 self.folder.mkdir(parents=True, exist_ok=True)
                 path = self.folder / f"{incarnation()}.lock"
-                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                # Lock a private file first and only then give it its probe-able name, so a
+                # prober never sees this process's lock file unlocked and thinks it dead.
+                draft = self.folder / f".{incarnation()}.draft"
+                fd = os.open(draft, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 os.write(fd, f"{os.getpid()}\n".encode())
+                os.rename(draft, path)
                 self._fd, self._path = fd, path
             return incarnation()
 

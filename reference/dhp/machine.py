@@ -31,7 +31,7 @@ TERMINAL = frozenset({"completed", "cancelled"})
 TAKEABLE = frozenset({"pending", "released", "orphaned"})
 WRITES = frozenset({"heartbeat", "checkpoint", "complete", "release"})
 OPERATIONS = ("claim", "recover", "heartbeat", "checkpoint", "complete", "release", "cancel",
-              "requeue", "orphan")
+              "requeue", "orphan", "park")
 
 
 @dataclass(frozen=True)
@@ -73,21 +73,25 @@ def decide(record: dict | None, op: dict, now: float) -> Outcome:
         return _take(record, op, now)
     if name in WRITES:
         return _write(record, op, now)
-    return {"cancel": _cancel, "requeue": _requeue, "orphan": _orphan}[name](record, op, now)
+    return {"cancel": _cancel, "requeue": _requeue, "orphan": _orphan,
+            "park": _park}[name](record, op, now)
 
 
 def _reject(record: dict | None, error: DHPError) -> Outcome:
     return Outcome(False, record, error, changed=False)
 
 
+def _parked(record: dict, cap: str) -> dict:
+    """The record moved to the DLQ; the stored reason is the cap's name (DHP-BUD-006)."""
+    return dict(record, state="dead_lettered", owner=None, lease_expires_at=None,
+                dlq_reason=cap)
+
+
 def _dead_letter(record: dict, cap: str, why: str, requirement: str) -> Outcome:
-    """BUD-005: the refusal and the move to the DLQ are one outcome, stored atomically.
-    The stored reason is the cap's name; the message says by how much."""
-    parked = dict(record, state="dead_lettered", owner=None, lease_expires_at=None,
-                  dlq_reason=cap)
+    """BUD-005: the refusal and the move to the DLQ are one outcome, stored atomically."""
     error = BudgetExceeded(f"{why}; the handoff is now dead_lettered",
                            requirement=requirement, details={"reason": cap})
-    return Outcome(False, parked, error, changed=True)
+    return Outcome(False, _parked(record, cap), error, changed=True)
 
 
 def _wall_clock_exceeded(record: dict, now: float) -> str | None:
@@ -206,6 +210,20 @@ def _orphan(record: dict, op: dict, now: float) -> Outcome:
         return _reject(record, Conflict("lease is live and the owner is alive",
                                         requirement="DHP-LSE-005"))
     return Outcome(True, dict(record, state="orphaned", owner=None, lease_expires_at=None))
+
+
+def _park(record: dict, op: dict, now: float) -> Outcome:
+    """The supervisor's budget sweep: work that can make no more progress (wall clock spent,
+    or attempts used up with nobody holding it) goes to the DLQ now rather than at its next
+    write or claim (DHP-BUD-004, DHP-BUD-001)."""
+    state = effective_state(record, now)
+    if state in ("claimed", "released", "orphaned") and _wall_clock_exceeded(record, now):
+        return Outcome(True, _parked(record, "max_wall_clock_s"))
+    cap = record["budget"].get("max_attempts")
+    if state in TAKEABLE and cap is not None and record["attempts"] >= cap:
+        return Outcome(True, _parked(record, "max_attempts"))
+    return _reject(record, Conflict(f"handoff is {state} with budget left",
+                                    requirement="DHP-BUD-005"))
 
 
 def describe(record: dict) -> dict[str, Any]:

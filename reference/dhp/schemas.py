@@ -49,7 +49,8 @@ def json_path(error: Any) -> str:
 
 def errors(name: str, instance: Any) -> list[dict]:
     """Every violation of schema `name` as `{"path", "message"}`, in document order."""
-    found = sorted(validator(name).iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path])
+    found = sorted(validator(name).iter_errors(instance),
+                   key=lambda e: [str(p) for p in e.absolute_path])
     return [{"path": json_path(e), "message": e.message} for e in found]
 
 

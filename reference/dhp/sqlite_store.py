@@ -75,6 +75,24 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (handoff_id, seq)
     ) WITHOUT ROWID;
     """,
+    # 2: the supervisor's leadership row and the partial indexes behind its scans.
+    """
+    CREATE TABLE supervisor_leadership (
+        name TEXT PRIMARY KEY,
+        holder TEXT NOT NULL,
+        incarnation TEXT,
+        fence INTEGER NOT NULL,
+        expires_at REAL NOT NULL
+    );
+    CREATE INDEX supervisor_by_incarnation ON handoffs(owner_incarnation)
+        WHERE state = 'claimed';
+    CREATE INDEX supervisor_by_progress_deadline
+        ON handoffs(last_progress_at + progress_timeout_s)
+        WHERE state = 'claimed' AND progress_timeout_s IS NOT NULL;
+    CREATE INDEX supervisor_by_wall_clock_deadline
+        ON handoffs(first_claimed_at + json_extract(budget, '$.max_wall_clock_s'))
+        WHERE state IN ('claimed', 'released', 'orphaned') AND first_claimed_at IS NOT NULL;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
