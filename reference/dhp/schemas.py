@@ -63,17 +63,19 @@ def check(name: str, instance: Any, *, requirement: str) -> None:
                            details=found)
 
 
+def user_schema_validator(output_schema: dict) -> Draft202012Validator:
+    """A validator for a handoff's output schema; refuses a schema that is itself invalid.
+    Compiled once per distinct schema: meta-validation costs more than a whole dispatch."""
+    return _compiled_user_schema(json.dumps(output_schema, sort_keys=True))
+
+
 @cache
 def _compiled_user_schema(text: str) -> Draft202012Validator:
-    return Draft202012Validator(json.loads(text),
-                                format_checker=Draft202012Validator.FORMAT_CHECKER)
-
-
-def user_schema_validator(output_schema: dict) -> Draft202012Validator:
-    """A validator for a handoff's output schema; refuses a schema that is itself invalid."""
+    output_schema = json.loads(text)
     try:
         Draft202012Validator.check_schema(output_schema)
-    except SchemaError as exc:
+    except SchemaError as exc:  # raised, so never cached
         raise InvalidInput(f"output_schema is not a valid JSON Schema 2020-12: {exc.message}",
                            requirement="DHP-ENV-004") from None
-    return _compiled_user_schema(json.dumps(output_schema, sort_keys=True))
+    return Draft202012Validator(output_schema,
+                                format_checker=Draft202012Validator.FORMAT_CHECKER)
