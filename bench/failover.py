@@ -1,0 +1,195 @@
+"""kill -9 to standby resumed, default settings, for ours and the original.
+
+Each repetition: a worker process claims a handoff and checkpoints a counter every
+--interval seconds; a standby process is already running, polling `recover` every --poll
+seconds as a user would; at a random moment (uniform in --kill-window seconds after the
+standby is ready) the worker gets SIGKILL. Latency is from the kill to the moment the
+standby's first checkpoint after recovery (its resumed checkpoint) is acknowledged. Both
+sides use their default lease and heartbeat settings. The original needs its supervisor to
+orphan the lease before `recover` can succeed, so one `dhp-supervisor` (default intervals)
+runs for its whole series; ours runs none (a recoverer needs no supervisor).
+
+Prints one JSON line: median/p95 per side and their ratio, plus a lost-checkpoint count
+(a resumed state older than the last one the worker saw acknowledged; must be 0).
+Usage: python bench/failover.py [--reps 20] [--sides ours,orig]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import _common as C
+
+SCRIPT = "failover.py"
+
+
+# ---------------------------------------------------------------- child roles (one side each)
+
+def role_setup(side, args) -> None:
+    store = side.open_store(args.root)
+    hid = side.dispatch(store, "bench.failover", {"rep": args.rep, "nonce": time.time()},
+                        C.OUTPUT_SCHEMA)
+    C.emit({"hid": hid, "durability": side.durability(store)})
+
+
+def role_worker(side, args) -> None:
+    store = side.open_store(args.root)
+    ctx = side.claim(store, args.hid, f"worker-{args.rep}-{os.getpid()}")
+    with ctx:
+        n = 0
+        while True:  # runs until SIGKILL
+            n += 1
+            side.checkpoint(ctx, {"n": n})
+            print(f"ack {n}", flush=True)
+            time.sleep(args.interval)
+
+
+def role_standby(side, args) -> None:
+    store = side.open_store(args.root)
+    wid = f"standby-{args.rep}-{os.getpid()}"
+    polls = 0
+    ctx = None
+    while ctx is None:
+        ctx = side.try_recover(store, args.hid, wid)
+        polls += 1
+        if polls == 1:
+            print("ready", flush=True)  # first poll done: the owner was alive
+        if ctx is None:
+            time.sleep(args.poll)
+    with ctx:
+        state = side.last_checkpoint(store, args.hid) or {"n": 0}
+        side.checkpoint(ctx, {"n": state["n"] + 1})
+        resumed_at = time.monotonic()  # CLOCK_MONOTONIC: one clock for every process
+        side.complete(ctx, {"n": state["n"] + 1})
+    C.emit({"resumed_at": resumed_at, "resumed_from": state["n"], "polls": polls})
+
+
+# ---------------------------------------------------------------- parent: one series per side
+
+def _read_lines(stream, sink: list) -> None:
+    for line in stream:
+        sink.append(line.strip())
+
+
+def _wait_line(sink: list, want, proc, timeout: float, what: str) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for line in list(sink):
+            if want(line):
+                return line
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited early with {proc.returncode}")
+        time.sleep(0.005)
+    raise RuntimeError(f"{what}: timed out after {timeout} s")
+
+
+def one_rep(side: str, root: str, rep: int, args, rng: random.Random) -> dict:
+    setup = C.run_child(side, SCRIPT, "--role", "setup", "--root", root, "--rep", rep)
+    hid = setup["hid"]
+    common = ["--root", root, "--hid", hid, "--rep", str(rep)]
+    worker = subprocess.Popen(
+        C.child_cmd(side, SCRIPT, "--role", "worker", "--interval", args.interval, *common),
+        stdout=subprocess.PIPE, text=True)
+    wlines: list = []
+    threading.Thread(target=_read_lines, args=(worker.stdout, wlines), daemon=True).start()
+    standby = None
+    try:
+        _wait_line(wlines, lambda s: s.startswith("ack"), worker, 60, "worker")
+        standby = subprocess.Popen(
+            C.child_cmd(side, SCRIPT, "--role", "standby", "--poll", args.poll, *common),
+            stdout=subprocess.PIPE, text=True)
+        slines: list = []
+        threading.Thread(target=_read_lines, args=(standby.stdout, slines), daemon=True).start()
+        _wait_line(slines, lambda s: s == "ready", standby, 60, "standby")
+        time.sleep(rng.uniform(*args.kill_window))
+        killed_at = time.monotonic()
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait()
+        acked = [int(s.split()[1]) for s in wlines if s.startswith("ack")]
+        line = _wait_line(slines, lambda s: s.startswith("{"), standby, 120, "standby")
+        standby.wait(timeout=30)
+    finally:
+        for proc in (worker, standby):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    got = json.loads(line)
+    latency = got["resumed_at"] - killed_at
+    lost = got["resumed_from"] < max(acked)
+    C.log(f"{side} rep {rep + 1}: {latency:.3f} s (worker acked {max(acked)}, "
+          f"standby resumed from {got['resumed_from']}, {got['polls']} polls)")
+    return {"latency": latency, "lost": lost, "durability": setup["durability"]}
+
+
+def series(side: str, args, rng: random.Random) -> dict:
+    root = C.scratch(f"failover-{side}")
+    sup = None
+    info = C.run_child(side, SCRIPT, "--role", "info", "--root", root)
+    if info["supervisor_cmd"]:
+        sup = subprocess.Popen(info["supervisor_cmd"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        reps = [one_rep(side, root, i, args, rng) for i in range(args.reps)]
+    finally:
+        if sup is not None:
+            sup.terminate()
+            sup.wait()
+    lat = [r["latency"] for r in reps]
+    return {"latency_s": C.summary(lat, 3), "lost_checkpoints": sum(r["lost"] for r in reps),
+            "durability": reps[0]["durability"], "supervisor": bool(info["supervisor_cmd"]),
+            "version": info["version"]}
+
+
+def role_info(side, args) -> None:
+    C.emit({"supervisor_cmd": side.supervisor_cmd(args.root) if side.SUPERVISOR_NEEDED else None,
+            "version": side.VERSION})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--role", help=argparse.SUPPRESS)
+    ap.add_argument("--root", help=argparse.SUPPRESS)
+    ap.add_argument("--hid", help=argparse.SUPPRESS)
+    ap.add_argument("--rep", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--sides", default="ours,orig")
+    ap.add_argument("--interval", type=float, default=0.05,
+                    help="worker: seconds between checkpoints")
+    ap.add_argument("--poll", type=float, default=0.05, help="standby: seconds between polls")
+    ap.add_argument("--kill-window", type=float, nargs=2, default=(0.5, 2.5),
+                    help="kill at a uniform random delay in this range after the standby is up")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    if args.child:
+        side = C.load_side(args.child)
+        {"setup": role_setup, "worker": role_worker, "standby": role_standby,
+         "info": role_info}[args.role](side, args)
+        return
+    rng = random.Random(args.seed)
+    out = {"benchmark": "failover", "reps": args.reps, "poll_s": args.poll,
+           "checkpoint_interval_s": args.interval, "kill_window_s": list(args.kill_window)}
+    for side in args.sides.split(","):
+        C.log(f"failover: {side}, {args.reps} reps")
+        out[side] = series(side, args, rng)
+    if "ours" in out and "orig" in out:
+        out["ratio_median_orig_over_ours"] = C.ratio(out["orig"]["latency_s"]["median"],
+                                                     out["ours"]["latency_s"]["median"], 1)
+        out["ratio_p95_orig_over_ours"] = C.ratio(out["orig"]["latency_s"]["p95"],
+                                                  out["ours"]["latency_s"]["p95"], 1)
+    if "ours" in out:
+        lat = out["ours"]["latency_s"]
+        out["target_met"] = lat["median"] < 0.5 and lat["p95"] < 1.0
+    C.emit(out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
