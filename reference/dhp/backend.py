@@ -24,8 +24,9 @@ class Tx(ABC):
     """One open transaction. Writes become visible and durable together at commit."""
 
     @abstractmethod
-    def get(self, handoff_id: str) -> dict | None:
-        """The handoff's row, or None."""
+    def get(self, handoff_id: str, *, envelope: bool = True) -> dict | None:
+        """The handoff's row, or None; with envelope=False its envelope and result are left
+        out (None), which keeps a fenced write's cost independent of the inputs' size."""
 
     @abstractmethod
     def insert(self, handoff_id: str, envelope: dict, record: dict, created_at: str) -> None:
@@ -34,6 +35,11 @@ class Tx(ABC):
     @abstractmethod
     def put_record(self, handoff_id: str, record: dict, owner_incarnation: str | None) -> None:
         """Replace the handoff's record (state, owner, fence, lease, counters)."""
+
+    @abstractmethod
+    def last_link(self, handoff_id: str) -> tuple[int, str] | None:
+        """(seq, hash) of the last checkpoint, without reading its state: the chain link a
+        new checkpoint needs."""
 
     @abstractmethod
     def last_checkpoint(self, handoff_id: str) -> dict | None:

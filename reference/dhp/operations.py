@@ -146,7 +146,7 @@ def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *
         canonical_json(result)
     ttl = backend.ttl if ttl is None else check_seconds("ttl", ttl)
     with backend.transaction(durable=name != "heartbeat") as tx:
-        row = tx.get(hid)
+        row = tx.get(hid, envelope=name == "complete")
         now = backend.now()
         op = {"name": name, "worker": worker, "fence": fence, "ttl": ttl, "spend": spend}
         if row is not None and incarnation is not None \
@@ -156,15 +156,14 @@ def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *
             op["result_errors"] = result_errors(row["envelope"], result)
         outcome = machine.decide(row["record"] if row else None, op, now)
         made = None
-        if outcome.accepted and name == "checkpoint":
-            last = tx.last_checkpoint(hid)
-            made = chain.make_record(hid, last["seq"] + 1 if last else 1, fence, state, spend,
-                                     last["hash"] if last else hid)
-            tx.append_checkpoint(made)
-        if outcome.accepted and name == "complete":
-            last = tx.last_checkpoint(hid)
-            made = chain.make_result_record(hid, fence, result, last["hash"] if last else hid)
-            tx.put_result(hid, made)
+        if outcome.accepted and name in ("checkpoint", "complete"):
+            seq, prev = tx.last_link(hid) or (0, hid)
+            if name == "checkpoint":
+                made = chain.make_record(hid, seq + 1, fence, state, spend, prev)
+                tx.append_checkpoint(made)
+            else:
+                made = chain.make_result_record(hid, fence, result, prev)
+                tx.put_result(hid, made)
         if outcome.changed:
             keep = outcome.accepted and name in ("heartbeat", "checkpoint")
             tx.put_record(hid, outcome.record, row["owner_incarnation"] if keep else None)

@@ -103,6 +103,9 @@ RECORD_COLUMNS = ("state", "owner", "fence", "lease_expires_at", "attempts", "st
 _ROW_COLUMNS = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "owner_incarnation", "result",
                 "created_at", "updated_at")
 _SELECT = f"SELECT {', '.join(_ROW_COLUMNS)} FROM handoffs"
+# The same row without the envelope and result, which a fenced write does not need.
+_SELECT_LIGHT = "SELECT " + ", ".join(
+    "NULL" if c in ("envelope", "result") else c for c in _ROW_COLUMNS) + " FROM handoffs"
 
 
 def _dumps(obj: object) -> str:
@@ -113,7 +116,8 @@ def _row(values: tuple) -> dict:
     raw = dict(zip(_ROW_COLUMNS, values, strict=True))
     record = {k: raw[k] for k in RECORD_COLUMNS}
     record["budget"] = json.loads(record["budget"])
-    return {"handoff_id": raw["id"], "envelope": json.loads(raw["envelope"]),
+    envelope = raw["envelope"]
+    return {"handoff_id": raw["id"], "envelope": json.loads(envelope) if envelope else None,
             "task_kind": raw["task_kind"], "record": record,
             "owner_incarnation": raw["owner_incarnation"],
             "result": json.loads(raw["result"]) if raw["result"] is not None else None,
@@ -131,8 +135,9 @@ class SQLiteTx(Tx):
         self.conn = conn
         self._now = now
 
-    def get(self, handoff_id: str) -> dict | None:
-        found = self.conn.execute(f"{_SELECT} WHERE id = ?", (handoff_id,)).fetchone()
+    def get(self, handoff_id: str, *, envelope: bool = True) -> dict | None:
+        select = _SELECT if envelope else _SELECT_LIGHT
+        found = self.conn.execute(f"{select} WHERE id = ?", (handoff_id,)).fetchone()
         return _row(found) if found else None
 
     def insert(self, handoff_id: str, envelope: dict, record: dict, created_at: str) -> None:
@@ -150,6 +155,11 @@ class SQLiteTx(Tx):
                                  handoff_id])
         if cur.rowcount != 1:
             raise Internal(f"update of {handoff_id} touched {cur.rowcount} rows")
+
+    def last_link(self, handoff_id: str) -> tuple[int, str] | None:
+        return self.conn.execute(
+            "SELECT seq, json_extract(record, '$.hash') FROM checkpoints WHERE handoff_id = ? "
+            "ORDER BY seq DESC LIMIT 1", (handoff_id,)).fetchone()
 
     def last_checkpoint(self, handoff_id: str) -> dict | None:
         found = self.conn.execute(
