@@ -90,6 +90,7 @@ def three(store, tag: str) -> list[str]:
 
 
 @pytest.mark.covers("DHP-LSE-003", "DHP-LSE-005")
+@pytest.mark.covers("DHP-SUP-001", "DHP-SUP-002", "DHP-SUP-003", "DHP-SUP-016")
 def test_once_orphans_expired_and_dead_owners_but_not_live_ones(store, tmp_path):
     expired, dead, live = three(store, "once")
     procs = []
@@ -132,6 +133,7 @@ def test_once_orphans_expired_and_dead_owners_but_not_live_ones(store, tmp_path)
 
 
 @pytest.mark.covers("DHP-BUD-004", "DHP-BUD-005", "DHP-BUD-001", "DHP-BUD-006", "DHP-LSE-007")
+@pytest.mark.covers("DHP-SUP-004", "DHP-SUP-005", "DHP-SUP-006")
 def test_pass_parks_out_of_time_and_exhausted_work_and_orphans_stalled(store):
     out_of_time = api.dispatch(store, "sup.bud", {"n": 1}, {}, {"max_wall_clock_s": 0.3})
     exhausted = api.dispatch(store, "sup.bud", {"n": 2}, {}, {"max_attempts": 1})
@@ -156,6 +158,7 @@ def test_pass_parks_out_of_time_and_exhausted_work_and_orphans_stalled(store):
     assert api.status(store, stalled)["state"] == "orphaned"
 
 
+@pytest.mark.covers("DHP-SUP-010", "DHP-SUP-011")
 def test_deposed_leader_changes_nothing(store):
     """Leadership is fenced: a leader whose lease was taken over cannot act any more."""
     hid = api.dispatch(store, "sup.fence", {}, {})
@@ -178,6 +181,7 @@ def test_deposed_leader_changes_nothing(store):
     assert [line["action"] for line in new.run_pass()] == ["orphan"]
 
 
+@pytest.mark.covers("DHP-SUP-008")
 def test_scans_are_indexed(store):
     """A pass costs what it acts on: every scan is an index search, never a table scan."""
     queries = [
@@ -202,6 +206,7 @@ def test_scans_are_indexed(store):
         assert "handoffs_by_lease" in plan, plan
 
 
+@pytest.mark.covers("DHP-SUP-001", "DHP-SUP-002", "DHP-SUP-008")
 def test_pass_acts_only_on_the_expired_among_many_running(store):
     running = [api.dispatch(store, "sup.many", {"n": i}, {}) for i in range(200)]
     expired = [api.dispatch(store, "sup.many", {"n": -i}, {}) for i in range(1, 4)]
@@ -217,6 +222,7 @@ def test_pass_acts_only_on_the_expired_among_many_running(store):
     assert len(api.list_handoffs(store, state="claimed")) == 200
 
 
+@pytest.mark.covers("DHP-SUP-003", "DHP-SUP-009", "DHP-SUP-010", "DHP-SUP-013")
 def test_leader_killed_follower_takes_over_within_one_ttl(store):
     ttl = 2.0
     sups = [supervisor_proc(store.path, f"sup-{n}", "--ttl", str(ttl), "--interval", "0.1")
@@ -246,6 +252,7 @@ def test_leader_killed_follower_takes_over_within_one_ttl(store):
             p.stop()
 
 
+@pytest.mark.covers("DHP-SUP-011", "DHP-SUP-012")
 def test_paused_leader_is_deposed_and_then_idle(store):
     ttl = 1.0
     a = supervisor_proc(store.path, "sup-a", "--ttl", str(ttl), "--interval", "0.1")

@@ -3,13 +3,20 @@
 Nothing generated is written to docs/: at build time the hook adds, in memory,
 - spec/*.md: the specification pages, each requirement ID made a link to its own anchor;
 - requirements.md: every requirement with its level and the vectors, tests and checks citing it;
-- schemas/index.md, schemas/<name>.md (pretty-printed) and schemas/<name>.json (the file itself).
+- schemas/index.md, schemas/<name>.md (pretty-printed) and schemas/<name>.json (the file itself);
+- benchmarks.md: bench/README.md (commands, method, results) as a page.
+Hand-written pages may hold placeholders that the hook fills from the sources (see
+`fill_placeholders`): example programs and their checked output, the `dhp` exit-code table
+from `dhp.commands.EXIT_CODES`, and the `--help` text of a command.
 So `mkdocs build --strict` works from a clean clone and the site never drifts from the sources.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -21,8 +28,8 @@ import gen_requirements  # noqa: E402
 import traceability  # noqa: E402
 
 SPEC_ORDER = ["index", "terminology", "identity", "envelope", "states", "leases-fencing",
-              "checkpoints", "budgets", "results", "log", "errors", "security", "transport",
-              "adapter"]
+              "checkpoints", "budgets", "results", "log", "errors", "supervisor", "security",
+              "transport", "adapter"]
 MARKER = re.compile(r'<a id="(DHP-[A-Z]+-[0-9]{3})"></a>\*\*\1\*\*')
 SCHEMA_LINK = re.compile(r"\]\(\.\./schemas/([A-Za-z0-9_-]+)\.json\)")
 
@@ -119,7 +126,94 @@ def generated(root: Path = ROOT) -> dict[str, str]:
         files[f"schemas/{name}.md"] = schema_page(name, root)
         files[f"schemas/{name}.json"] = (root / "schemas" / f"{name}.json").read_text(
             encoding="utf-8")
+    files["benchmarks.md"] = benchmarks_page(root)
     return files
+
+
+def benchmarks_page(root: Path = ROOT) -> str:
+    """bench/README.md as a site page, under a note saying where it comes from."""
+    text = (root / "bench" / "README.md").read_text(encoding="utf-8")
+    title, _, body = text.partition("\n")
+    note = ("> Generated from `bench/README.md`, the benchmarks' own description and results; "
+            "the scripts are in `bench/`.")
+    return f"{title}\n\n{note}\n{body}"
+
+
+# --- placeholders in hand-written pages --------------------------------------------------------
+
+PLACEHOLDER = re.compile(r"^<!-- dhp: (?P<kind>[a-z-]+)(?: (?P<arg>[^>]*?))? -->[ \t]*$", re.M)
+LANGUAGES = {".py": "python", ".sh": "sh", ".out": "text", ".json": "json", ".jsonl": "json"}
+
+
+def include(rel: str, root: Path = ROOT) -> str:
+    """A file of the repository as a fenced block titled with its path."""
+    path = (root / rel).resolve()
+    if root.resolve() not in path.parents or not path.is_file():
+        raise ValueError(f"include: no file {rel} in the repository")
+    title = "output" if path.suffix == ".out" else rel
+    body = path.read_text(encoding="utf-8").rstrip("\n")
+    return f'```{LANGUAGES.get(path.suffix, "text")} title="{title}"\n{body}\n```'
+
+
+def exit_codes_table(text: str | None = None) -> str:
+    """`dhp.commands.EXIT_CODES` (the text every command's --help shows) as a table."""
+    if text is None:
+        from dhp.commands import EXIT_CODES as text
+    rows: list[list[str]] = []
+    for line in text.splitlines()[1:]:  # the first line is the "exit codes:" title
+        code = re.match(r"^\s+(\d+)\s+(.*)$", line)
+        if code and (not rows or len(line) - len(line.lstrip()) < 4):
+            rows.append([code.group(1), code.group(2)])
+        elif rows and line.strip():
+            rows[-1][1] += " " + line.strip()
+    if not rows:
+        raise ValueError("exit-codes: found no codes in dhp.commands.EXIT_CODES")
+    return "\n".join(["| Exit code | Meaning |", "|-----------|---------|"]
+                     + [f"| {c} | {_cell(m)} |" for c, m in rows])
+
+
+def help_text(command: str) -> str:
+    """The --help output of `dhp SUBCOMMAND` or `dhp-supervisor`, 96 columns wide."""
+    if command == "dhp-supervisor":
+        from dhp.supervisor import main
+        argv = ["--help"]
+    else:
+        from dhp.cli import main
+        argv = [*command.split()[1:], "--help"]
+        if command.split()[0] != "dhp":
+            raise ValueError(f"help: unknown program in {command!r}")
+    out = io.StringIO()
+    saved = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "96"
+    try:
+        with contextlib.redirect_stdout(out):
+            code = main(argv)
+    finally:
+        if saved is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = saved
+    if code != 0 or not out.getvalue().startswith("usage:"):
+        raise ValueError(f"help: `{command} --help` failed (exit {code})")
+    return f"```text\n$ {command} --help\n{out.getvalue().rstrip()}\n```"
+
+
+def fill_placeholders(markdown: str, where: str = "page", root: Path = ROOT) -> str:
+    """Replace each `<!-- dhp: KIND ARG -->` line: `include PATH`, `exit-codes`,
+    `help PROGRAM [SUBCOMMAND]`. An unknown kind is an error, so a typo cannot pass."""
+    def fill(m: re.Match) -> str:
+        kind, arg = m.group("kind"), (m.group("arg") or "").strip()
+        try:
+            if kind == "include" and arg:
+                return include(arg, root)
+            if kind == "exit-codes" and not arg:
+                return exit_codes_table()
+            if kind == "help" and arg:
+                return help_text(arg)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        raise ValueError(f"{where}: unknown placeholder {m.group(0)!r}")
+    return PLACEHOLDER.sub(fill, markdown)
 
 
 # --- MkDocs hooks ----------------------------------------------------------------------------
@@ -145,3 +239,7 @@ def on_files(files, config):
             raise ValueError(f"docs/{src_uri} would hide a generated page; remove it")
         files.append(File.generated(config, src_uri, content=content))
     return files
+
+
+def on_page_markdown(markdown, page, config, files):
+    return fill_placeholders(markdown, f"docs/{page.file.src_uri}")
