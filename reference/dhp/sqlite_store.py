@@ -250,6 +250,8 @@ class SQLiteStore(StoreBackend):
         return self._conn
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
+        if self._up_to_date(conn):
+            return  # a plain read: opening a store never waits for a writer (WAL)
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute("CREATE TABLE IF NOT EXISTS meta "
@@ -275,6 +277,15 @@ class SQLiteStore(StoreBackend):
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+
+    @staticmethod
+    def _up_to_date(conn: sqlite3.Connection) -> bool:
+        try:
+            meta = dict(conn.execute("SELECT key, value FROM meta"))
+        except sqlite3.OperationalError:
+            return False  # a new store: no meta table yet
+        return meta.get("schema_version") == str(len(MIGRATIONS)) \
+            and meta.get("boot_id") == boot_id()
 
     def _after_reboot(self, tx: SQLiteTx) -> None:
         """Every owner died in the reboot: orphan their handoffs, rebase clock times."""
