@@ -43,14 +43,17 @@ from .errors import (
     Unavailable,
     UnsupportedVersion,
 )
+from .net import NetShipper, TransportServer
+from .transport import FileShipper, ingest_folder
 
 PROTOCOL_VERSION = "1.0"
 __version__ = "0.1.0"
 
 __all__ = [
     "PROTOCOL_VERSION", "BudgetExceeded", "Cancelled", "Conflict", "DHPError", "IntegrityError",
-    "Internal", "InvalidInput", "LeaseLost", "NotFound", "SchemaViolation", "Store",
-    "StoreBackend", "TaskContext", "Unavailable", "UnsupportedVersion", "cancel",
+    "Internal", "InvalidInput", "LeaseLost", "NetShipper", "NotFound", "SchemaViolation", "Store",
+    "StoreBackend", "TaskContext", "TransportServer", "Unavailable", "FileShipper",
+    "ingest_folder", "UnsupportedVersion", "cancel",
     "canonical_json", "check_envelope", "check_integrity", "check_intent", "checkpoints", "claim",
     "claim_next", "dispatch", "dlq", "drain", "envelope_of", "export_log", "handoff_id",
     "import_log", "install_sigterm_drain", "last_checkpoint", "list_handoffs", "make_envelope",

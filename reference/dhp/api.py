@@ -50,11 +50,13 @@ _live_mutex = threading.Lock()
 
 class TaskContext:
     """A claimed handoff. Attributes: handoff_id, worker_id, fence, envelope, intent, inputs,
-    last_checkpoint (the state of the last checkpoint, or None), ttl, heartbeat_interval."""
+    last_checkpoint (the state of the last checkpoint, or None), ttl, heartbeat_interval,
+    ship_to (a shipper that receives every durable checkpoint and the result, or None)."""
 
     def __init__(self, store: StoreBackend, row: dict, worker_id: str, ttl: float,
-                 heartbeat_interval: float):
+                 heartbeat_interval: float, ship_to: Any = None):
         self.store = store
+        self.ship_to = ship_to
         self.handoff_id: str = row["handoff_id"]
         self.worker_id = worker_id
         self.fence: int = row["record"]["fence"]
@@ -99,6 +101,8 @@ class TaskContext:
         """Record progress durably; returns the chained checkpoint record (DHP-CKP-009)."""
         record = self._write("checkpoint", state=state, spend=spend)
         self.last_checkpoint, self.last_seq = state, record["seq"]
+        if self.ship_to is not None:  # buffered locally; never waits for the network
+            self.ship_to.ship_checkpoint(self.envelope, record)
         return record
 
     def complete(self, result: Any) -> dict:
@@ -106,6 +110,8 @@ class TaskContext:
         record. On SchemaViolation nothing changes and the lease is kept (DHP-RES-002)."""
         record = self._write("complete", result=result)
         self._finish()
+        if self.ship_to is not None:
+            self.ship_to.ship_result(self.envelope, record)
         return record
 
     def release(self) -> None:
@@ -237,36 +243,42 @@ def _timing(store: StoreBackend, ttl: float | None,
     return ttl, interval
 
 
-def _context(store: StoreBackend, row: dict, worker_id: str, ttl: float,
-             interval: float) -> TaskContext:
+def _context(store: StoreBackend, row: dict, worker_id: str, ttl: float, interval: float,
+             ship_to: Any) -> TaskContext:
     _auto_install()
-    return TaskContext(store, row, worker_id, ttl, interval)
+    ctx = TaskContext(store, row, worker_id, ttl, interval, ship_to)
+    if ship_to is not None:
+        # The whole chain, so a checkpoint committed here but never buffered before a crash
+        # still reaches the peer (DHP-TRN-025); the peer drops what it already has.
+        ship_to.ship_chain(ctx.envelope, checkpoints(store, ctx.handoff_id))
+    return ctx
 
 
 def claim(store: StoreBackend, handoff_id: str, worker_id: str, *, ttl: float | None = None,
-          heartbeat_interval: float | None = None) -> TaskContext:
-    """Take a pending, released or orphaned handoff (DHP-STM-007); bumps the fence."""
+          heartbeat_interval: float | None = None, ship_to: Any = None) -> TaskContext:
+    """Take a pending, released or orphaned handoff (DHP-STM-007); bumps the fence.
+    `ship_to` (a `dhp.NetShipper` or `dhp.FileShipper`) ships every checkpoint to a peer."""
     ttl, interval = _timing(store, ttl, heartbeat_interval)
     row = operations.take(store, handoff_id, "claim", worker_id, ttl)
-    return _context(store, row, worker_id, ttl, interval)
+    return _context(store, row, worker_id, ttl, interval, ship_to)
 
 
 def recover(store: StoreBackend, handoff_id: str, worker_id: str, *, ttl: float | None = None,
-            heartbeat_interval: float | None = None) -> TaskContext:
+            heartbeat_interval: float | None = None, ship_to: Any = None) -> TaskContext:
     """Like claim, and also takes a live lease whose owner process is dead (DHP-LSE-005)."""
     ttl, interval = _timing(store, ttl, heartbeat_interval)
     row = operations.take(store, handoff_id, "recover", worker_id, ttl)
-    return _context(store, row, worker_id, ttl, interval)
+    return _context(store, row, worker_id, ttl, interval, ship_to)
 
 
 def claim_next(store: StoreBackend, task_kinds: str | list[str], worker_id: str, *,
-               ttl: float | None = None,
-               heartbeat_interval: float | None = None) -> TaskContext | None:
+               ttl: float | None = None, heartbeat_interval: float | None = None,
+               ship_to: Any = None) -> TaskContext | None:
     """The next pending, released or orphaned handoff of these kinds, or None."""
     ttl, interval = _timing(store, ttl, heartbeat_interval)
     kinds = [task_kinds] if isinstance(task_kinds, str) else list(task_kinds)
     row = operations.take_next(store, kinds, worker_id, ttl)
-    return None if row is None else _context(store, row, worker_id, ttl, interval)
+    return None if row is None else _context(store, row, worker_id, ttl, interval, ship_to)
 
 
 def last_checkpoint(store: StoreBackend, handoff_id: str) -> Any:

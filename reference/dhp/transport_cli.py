@@ -1,0 +1,76 @@
+"""`dhp-transport`: run a TCP transport server (spec: transport) in front of a store.
+
+    dhp-transport --root ./peer --secret-file /etc/dhp/transport.secret \\
+        [--bind 127.0.0.1] [--port 7461] [--tls-cert cert.pem --tls-key key.pem
+        [--tls-client-ca ca.pem]] [--max-frame BYTES]
+
+Logs one line per connection and per rejection on stderr (DHP-TRN-003). SIGTERM or SIGINT
+stops it; acknowledged frames are already durable, so stopping loses nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from .errors import DHPError
+from .net import DEFAULT_MAX_FRAME, DEFAULT_PORT, TransportServer, load_secret, server_ssl_context
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dhp-transport",
+                                description="Receive shipped handoffs into a DHP store.")
+    p.add_argument("--root", required=True, help="the store folder (created if missing)")
+    p.add_argument("--bind", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+                   help=f"TCP port (default {DEFAULT_PORT}; 0 picks a free one)")
+    p.add_argument("--secret-file", required=True,
+                   help="file holding the shared secret (at least 16 bytes)")
+    p.add_argument("--tls-cert", help="PEM certificate chain: serve TLS only")
+    p.add_argument("--tls-key", help="PEM private key (if not in --tls-cert)")
+    p.add_argument("--tls-client-ca", help="require client certificates signed by this CA")
+    p.add_argument("--max-frame", type=int, default=DEFAULT_MAX_FRAME,
+                   help=f"largest frame accepted, in bytes (default {DEFAULT_MAX_FRAME})")
+    p.add_argument("-q", "--quiet", action="store_true", help="log rejections only")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s dhp-transport %(levelname)s %(message)s")
+    if args.tls_client_ca and not args.tls_cert:
+        print("dhp-transport: --tls-client-ca needs --tls-cert", file=sys.stderr)
+        return 2
+    try:
+        secret = load_secret(args.secret_file)
+        context = (server_ssl_context(args.tls_cert, args.tls_key,
+                                      client_cafile=args.tls_client_ca)
+                   if args.tls_cert else None)
+        server = TransportServer(args.root, args.bind, args.port, secret=secret,
+                                 ssl_context=context, max_frame=args.max_frame).bind()
+    except (OSError, DHPError) as exc:
+        print(f"dhp-transport: {exc}", file=sys.stderr)
+        return 2
+    # The port line goes to stdout too, so a supervisor (or a test) can read a port-0 choice.
+    print(f"listening on {args.bind}:{server.port}", flush=True)
+    stop = threading.Event()
+
+    def _stop(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    server.start()
+    while not stop.wait(0.5):
+        pass
+    server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
