@@ -1,9 +1,8 @@
 """`dhp.claim(..., ship_to=...)`: a worker's checkpoints reach a peer as they are made, and a
 standby on the peer's own store (no shared store) resumes from the last one."""
 
-import pytest
-
 import dhp
+import pytest
 
 SECRET = "ship-to-test-secret-0123456789abcdef"
 SCHEMA = {"type": "object", "required": ["pages"]}

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from . import report, runner
 from .harness import Harness
+from .manifest import Impl, ManifestError, resolve
 from .process import AdapterError
 from .suites import SUITES
 
@@ -22,8 +23,10 @@ def _parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("mode", nargs="?", choices=["run", "smoke"], default="run",
                    help="run (default): the conformance run; smoke: check the wiring only")
-    p.add_argument("--impl", required=True,
-                   help="the adapter command, e.g. 'python -m dhp.adapter'")
+    p.add_argument("--impl", help="the adapter command, e.g. 'python -m dhp.adapter', or "
+                   "@FILE for an adapter manifest")
+    p.add_argument("--manifest", type=Path, help="an adapter manifest file: "
+                   '{"command": [...], "env": {...}, "cwd": "..."}')
     p.add_argument("--seed", type=int, help="seed of the run's random choices")
     p.add_argument("--quick", action="store_true", help="fewer processes, rounds and faults")
     p.add_argument("--only", action="append", metavar="PATTERN",
@@ -41,12 +44,17 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    try:
+        impl = resolve(args.impl, args.manifest)
+    except ManifestError as exc:
+        print(f"dhp-conform: {exc}", file=sys.stderr)
+        return 2
     keep = args.history is not None
     workdir = args.history or Path(tempfile.mkdtemp(prefix="dhp-conform-"))
     workdir.mkdir(parents=True, exist_ok=True)
     if args.mode == "smoke":
-        return smoke(args.impl, workdir, args.timeout)
-    outcome = runner.run(args.impl, workdir, seed=args.seed, quick=args.quick, only=args.only,
+        return smoke(impl, workdir, args.timeout)
+    outcome = runner.run(impl, workdir, seed=args.seed, quick=args.quick, only=args.only,
                          suites=args.suite, timeout=args.timeout)
     print(report.summary(outcome.report, outcome.adapter_errors))
     if args.report:
@@ -61,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     return outcome.exit_code
 
 
-def smoke(impl: str, workdir: Path, timeout: float) -> int:
+def smoke(impl: str | Impl, workdir: Path, timeout: float) -> int:
     """Check the wiring: start, hello, init, and one handoff from dispatch to result."""
     harness = Harness(impl, workdir, timeout=timeout)
     sc = harness.scenario("smoke", ttl=5.0)

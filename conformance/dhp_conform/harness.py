@@ -8,7 +8,6 @@ it arrives, so a malformed answer is reported with the requirement it breaks.
 
 from __future__ import annotations
 
-import shlex
 import signal
 import threading
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import Any
 
 from . import ADAPTER_PROTOCOL, oracle
 from .history import History
+from .manifest import Impl, resolve
 from .process import AdapterError, AdapterProcess, ProcessDied, Timeout
 
 ERROR_REQUIREMENT = {"code": "DHP-ERR-002", "definite": "DHP-ERR-003"}
@@ -51,19 +51,27 @@ class Proc:
     def __init__(self, scenario: Scenario, name: str):
         self.scenario, self.name = scenario, name
         self.incarnation = 0
+        self.clock = 0.0  # this process's manual store clock, when the scenario uses one
         harness = scenario.harness
         self.process = AdapterProcess(
-            f"{scenario.name}/{name}", harness.argv,
-            harness.workdir / "stderr" / scenario.name / f"{name}.log", env=harness.env)
+            f"{scenario.name}/{name}", harness.impl.argv,
+            harness.workdir / "stderr" / scenario.name / f"{name}.log", env=harness.impl.env,
+            cwd=harness.impl.cwd)
 
     @property
     def worker(self) -> str:
         """The worker id this incarnation uses: a restart is a new worker."""
         return f"{self.name}.{self.incarnation}"
 
-    def start(self) -> None:
+    def start(self, handshake: bool = True) -> None:
         self.incarnation += 1
+        self.clock = 0.0
         self.process.start()
+        if handshake:
+            self.handshake()
+
+    def handshake(self) -> None:
+        """hello (checked against schemas/adapter-hello.json), then init."""
         harness = self.scenario.harness
         hello = self.request("hello", {"protocols": [ADAPTER_PROTOCOL], "dhp": "1.0"})
         if not hello.ok:
@@ -75,8 +83,11 @@ class Proc:
             raise AdapterError(f"{self.process.name}: hello data is not valid against "
                                f"schemas/adapter-hello.json (DHP-ADP-003): {problems}")
         harness.hello = harness.hello or hello.data
-        init = self.request("init", {"data": str(self.scenario.data), "ttl": self.scenario.ttl,
-                                     "heartbeat_interval": None, "process": self.name})
+        args = {"data": str(self.scenario.data), "ttl": self.scenario.ttl,
+                "heartbeat_interval": None, "process": self.name}
+        if self.scenario.clock != "system":
+            args["clock"] = self.scenario.clock
+        init = self.request("init", args)
         if not init.ok:
             raise AdapterError(f"{self.process.name}: init failed: {init.unknown or init.error}")
 
@@ -85,6 +96,16 @@ class Proc:
         return self.wait(self.send(op, args, raw_args), timeout)
 
     call = request
+
+    def advance_to(self, at: float) -> Reply | None:
+        """Move this process's manual clock forward to `at` (DHP-ADP-013); None if it is
+        already there."""
+        if at <= self.clock:
+            return None
+        reply = self.request("advance_clock", {"seconds": at - self.clock})
+        if reply.ok:
+            self.clock = at
+        return reply
 
     def send(self, op: str, args: dict, raw_args: str | None = None) -> tuple:
         """Send without waiting (to fault the process mid-request); pair with wait()."""
@@ -125,19 +146,19 @@ class Proc:
 class Scenario:
     """A fresh data folder and the adapter processes that share it."""
 
-    def __init__(self, harness: Harness, name: str, ttl: float):
-        self.harness, self.name, self.ttl = harness, name, ttl
+    def __init__(self, harness: Harness, name: str, ttl: float, clock: str = "system"):
+        self.harness, self.name, self.ttl, self.clock = harness, name, ttl, clock
         self.data = harness.workdir / "data" / name
         self.data.mkdir(parents=True, exist_ok=True)
         self.procs: dict[str, Proc] = {}
         self.stopped: set[str] = set()
         self.facts: dict[str, Any] = {}  # what checkers need: ttl, budgets, schemas
 
-    def spawn(self, name: str) -> Proc:
+    def spawn(self, name: str, handshake: bool = True) -> Proc:
         proc = Proc(self, name)
         self.procs[name] = proc
         self.fault("start", proc)
-        proc.start()
+        proc.start(handshake)
         return proc
 
     def fault(self, kind: str, proc: Proc, detail: str = "") -> None:
@@ -182,21 +203,27 @@ class Scenario:
 
 
 class Harness:
-    def __init__(self, impl: str, workdir: Path, *, timeout: float = 10.0,
-                 env: dict[str, str] | None = None):
-        self.argv = shlex.split(impl)
+    def __init__(self, impl: str | Impl, workdir: Path, *, timeout: float = 10.0):
+        self.impl = impl if isinstance(impl, Impl) else resolve(impl)
         self.workdir = workdir
         self.timeout = timeout
-        self.env = env
         self.history = History()
         self.hello: dict | None = None
         self.adapter_errors: list[str] = []   # protocol breakage: the run cannot be trusted
         self.wire_findings: list[dict] = []   # malformed responses or errors (ERR-*, ADP-*)
+        self.notes: list[str] = []  # what the summary must say beyond the results
         self._count = 0
+        self._count_lock = threading.Lock()
 
-    def scenario(self, name: str, ttl: float = 1.0) -> Scenario:
-        self._count += 1
-        return Scenario(self, f"{self._count:03d}-{name}", ttl)
+    @property
+    def features(self) -> set[str]:
+        return set((self.hello or {}).get("features", []))
+
+    def scenario(self, name: str, ttl: float = 1.0, clock: str = "system") -> Scenario:
+        with self._count_lock:
+            self._count += 1
+            number = self._count
+        return Scenario(self, f"{number:03d}-{name}", ttl, clock)
 
     def check_wire(self, response: dict, invoke: dict) -> None:
         """Validate a response against schemas/adapter-response.json and its error against

@@ -64,6 +64,8 @@ class AdapterProcess:
         self.pending: dict[int, Pending] = {}
         self.broken: AdapterError | None = None  # a protocol violation seen on stdout
         self.tail: list[str] = []  # last stdout lines, for diagnostics
+        self.stdout_lines = 0  # lines read from stdout in this incarnation
+        self.requests = 0  # requests written in this incarnation
         self._next_id = 1
         self._lock = threading.Lock()
 
@@ -71,11 +73,14 @@ class AdapterProcess:
     def start(self) -> None:
         self.stderr_path.parent.mkdir(parents=True, exist_ok=True)
         stderr = self.stderr_path.open("ab")
-        self.broken = None
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=stderr, env=self.env, cwd=self.cwd,
-                                     start_new_session=True, bufsize=0)
+        proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=stderr, env=self.env, cwd=self.cwd,
+                                start_new_session=True, bufsize=0)
         stderr.close()
+        with self._lock:  # one step, so a reader of the old incarnation sees it replaced
+            self.broken = None
+            self.stdout_lines = self.requests = 0
+            self.proc = proc
         threading.Thread(target=self._read, args=(self.proc,), daemon=True,
                          name=f"read-{self.name}").start()
 
@@ -91,7 +96,11 @@ class AdapterProcess:
             pass
 
     def kill(self) -> None:
-        """SIGKILL and reap; in-flight requests become ProcessDied (outcome unknown)."""
+        """SIGKILL and reap; in-flight requests become ProcessDied (outcome unknown), and
+        whatever the killed process had written but the kit had not read yet is void."""
+        with self._lock:
+            if self.proc is not None:
+                self.proc.killed_by_kit = True  # its late output is void
         self.signal(signal.SIGKILL)
         if self.proc is not None:
             self.proc.wait()
@@ -136,6 +145,7 @@ class AdapterProcess:
         try:
             self.proc.stdin.write(line)
             self.proc.stdin.flush()
+            self.requests += 1
         except (OSError, ValueError):  # the pipe closed: the process died or was killed
             self._fail_all(ProcessDied(self._death_note()))
         return pending
@@ -160,27 +170,42 @@ class AdapterProcess:
     def _read(self, proc: subprocess.Popen) -> None:
         number = 0
         for raw in proc.stdout:
-            number += 1
+            with self._lock:
+                if not self._current(proc):
+                    continue  # a killed incarnation's output: its outcomes are already unknown
+                number += 1
+                self.stdout_lines = number
             text = raw.decode("utf-8", errors="replace").rstrip("\n")
             self.tail = (self.tail + [text[:200]])[-5:]
             try:
                 message = json.loads(text)
                 rid = message["id"] if isinstance(message, dict) else None
             except ValueError:
-                self._violate(f"line {number} of {self.name}'s stdout is not JSON: {text[:200]!r}; "
-                              "did you mean to write it to stderr?")
+                self._violate(proc, f"line {number} of {self.name}'s stdout is not JSON: "
+                              f"{text[:200]!r}; did you mean to write it to stderr?")
                 continue
             with self._lock:
-                pending = self.pending.pop(rid, None) if isinstance(rid, int) else None
+                current = self._current(proc)
+                pending = self.pending.pop(rid, None) if current and isinstance(rid, int) \
+                    else None
+            if not current:
+                continue
             if pending is None:
-                self._violate(f"line {number} of {self.name}'s stdout answers no request in "
-                              f"flight (id {rid!r}): {text[:200]!r}")
+                self._violate(proc, f"line {number} of {self.name}'s stdout answers no request "
+                              f"in flight (id {rid!r}): {text[:200]!r}")
                 continue
             pending.settle(response=message)
         proc.wait()
         if proc is self.proc:
             self._fail_all(ProcessDied(self._death_note()))
 
-    def _violate(self, message: str) -> None:
-        self.broken = AdapterError(message)
+    def _current(self, proc: subprocess.Popen) -> bool:
+        """Whether `proc` is the live incarnation (call with the lock held)."""
+        return proc is self.proc and not getattr(proc, "killed_by_kit", False)
+
+    def _violate(self, proc: subprocess.Popen, message: str) -> None:
+        with self._lock:
+            if not self._current(proc):
+                return
+            self.broken = AdapterError(message)
         self._fail_all(self.broken)

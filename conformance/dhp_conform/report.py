@@ -31,7 +31,8 @@ def finalize(raw: list[dict]) -> list[dict]:
 def verdicts(results: list[dict], classes: list[str], incomplete: bool) -> dict:
     out = {}
     for cls in classes:
-        mine = [r for r in results if conformance_class(r["requirement"]) == cls]
+        mine = [r for r in results
+                if (r.get("class") or conformance_class(r["requirement"])) == cls]
         count = {s: sum(1 for r in mine if r["status"] == s) for s in ORDER}
         failed = sorted({r["requirement"] for r in mine if r["status"] == "FAIL"})
         verdict = "FAIL" if failed else ("INCOMPLETE" if incomplete or not mine else "PASS")
@@ -42,7 +43,7 @@ def verdicts(results: list[dict], classes: list[str], incomplete: bool) -> dict:
 
 
 def build(results: list[dict], hello: dict | None, seed: int, started: str,
-          incomplete: bool) -> dict:
+          incomplete: bool, notes: list[str] | None = None) -> dict:
     hello = hello or {}
     impl = hello.get("implementation") or {"name": "unknown", "version": "unknown",
                                            "language": "unknown"}
@@ -51,7 +52,8 @@ def build(results: list[dict], hello: dict | None, seed: int, started: str,
             "implementation": {k: impl.get(k, "unknown") for k in ("name", "version",
                                                                     "language")},
             "seed": seed, "started": started, "finished": now(), "classes": classes,
-            "results": results, "verdicts": verdicts(results, classes, incomplete)}
+            "results": results, "verdicts": verdicts(results, classes, incomplete),
+            "notes": list(notes or [])}
 
 
 def now() -> str:
@@ -102,6 +104,8 @@ def summary(report: dict, adapter_errors: list[str]) -> str:
                 lines.append(f"         {r['check']}: {r['reason']}")
                 for ev in (r.get("evidence") or [])[:8]:
                     lines.append(f"           | {ev}")
+    for note in report.get("notes", []):
+        lines.append(f"  NOTE: {note}")
     for err in adapter_errors:
         lines.append(f"  ADAPTER ERROR: {err}")
     lines.append("verdicts:")

@@ -8,11 +8,17 @@ Fenced writes name (worker, fence) explicitly, so the kit can send stale or forg
 adapter keeps the TaskContext of every take keyed by (handoff_id, worker, fence) and uses it
 when the request matches; any other pair goes to the store's fenced write directly, which is
 what a stale worker's late write looks like to the store.
+
+`init {"clock": "manual"}` gives the store a clock that only `advance_clock` moves (the
+optional feature manual-clock, DHP-ADP-013), so the kit can run the decision-table vectors at
+their exact instants. `supervise` runs one pass of this process's dhp.supervisor.Supervisor,
+which keeps its leadership between passes like a long-running supervisor does.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -20,10 +26,24 @@ from typing import Any
 
 from . import __version__, api, operations
 from .canonical import parse_json
-from .errors import DHPError, InvalidInput
+from .errors import DHPError, InvalidInput, Unavailable
+from .supervisor import Supervisor
 
 PROTOCOL = "1"
-FEATURES = ["claim_next", "export_log", "import_log", "supervise", "liveness"]
+FEATURES = ["claim_next", "export_log", "import_log", "supervise", "liveness", "manual-clock"]
+# Kill -9 of an owner to a standby's successful recover: the liveness lock makes it a few
+# milliseconds on one host; the declared bound leaves room for a loaded CI machine.
+RECOVERY_BOUND_S = 1.0
+
+
+class ManualClock:
+    """A store clock that stands still until advance_clock moves it (DHP-ADP-013)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 class Adapter:
@@ -32,6 +52,9 @@ class Adapter:
         self.ttl = 5.0
         self.heartbeat: float | None = 0  # 0: the kit drives heartbeats itself (DHP-ADP-009)
         self.contexts: dict[tuple[str, str, int], api.TaskContext] = {}
+        self.clock: ManualClock | None = None
+        self.supervisor: Supervisor | None = None
+        self.process = "adapter"
 
     # --- handshake -------------------------------------------------------------------------
     def cmd_hello(self, args: dict) -> dict:
@@ -41,15 +64,35 @@ class Adapter:
         return {"protocol": PROTOCOL, "dhp": "1.0",
                 "implementation": {"name": "durable-handoff", "language": "python",
                                    "version": __version__},
-                "classes": ["store", "supervisor"], "features": FEATURES}
+                "classes": ["store", "supervisor"], "features": FEATURES,
+                "recovery_bound_s": RECOVERY_BOUND_S}
 
     def cmd_init(self, args: dict) -> dict:
+        clock = args.get("clock", "system")
+        if clock not in ("system", "manual"):
+            raise InvalidInput(f"clock must be 'system' or 'manual', not {clock!r}",
+                               requirement="DHP-ADP-013")
         self.ttl = args["ttl"]
         interval = args.get("heartbeat_interval")
         self.heartbeat = None if interval is not None else 0  # None: the store's default
+        self.clock = ManualClock() if clock == "manual" else None
+        self.process = str(args.get("process") or "adapter")
         self.store = api.Store(args["data"], ttl=self.ttl,
-                               heartbeat_interval=interval if interval else None)
+                               heartbeat_interval=interval if interval else None,
+                               clock=self.clock)
         return {}
+
+    def cmd_advance_clock(self, args: dict) -> dict:
+        if self.clock is None:
+            raise InvalidInput("advance_clock needs init with clock 'manual'",
+                               requirement="DHP-ADP-013")
+        seconds = args["seconds"]
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
+                or not 0 <= seconds < float("inf"):
+            raise InvalidInput(f"seconds must be a finite number >= 0, not {seconds!r}",
+                               requirement="DHP-ADP-013")
+        self.clock.now += seconds
+        return {"now": self.clock.now}
 
     # --- takes -----------------------------------------------------------------------------
     def _held(self, ctx: api.TaskContext | None) -> dict | None:
@@ -139,15 +182,18 @@ class Adapter:
         return {"handoff_id": api.import_log(self.store, Path(args["path"]))}
 
     def cmd_supervise(self, args: dict) -> dict:
-        orphaned = []
-        for status in api.list_handoffs(self.store, state="claimed") + \
-                api.list_handoffs(self.store, state="orphaned"):
-            try:
-                if api.orphan(self.store, status["handoff_id"]):
-                    orphaned.append(status["handoff_id"])
-            except DHPError:
-                pass  # live and owned by a live process, or changed meanwhile
-        return {"orphaned": orphaned}
+        """One pass of this process's supervisor; only the elected leader acts."""
+        if self.supervisor is None:
+            self.supervisor = Supervisor(self.store, f"{self.process}-{os.getpid()}",
+                                         out=lambda line: None)
+        actions = self.supervisor.run_pass()
+        errors = [a["reason"] for a in actions if a["action"] == "error"]
+        if errors:
+            raise Unavailable(f"supervisor pass failed: {errors[0]}")
+        return {"leader": self.supervisor.is_leader,
+                "orphaned": [a["handoff_id"] for a in actions if a["action"] == "orphan"],
+                "dead_lettered": [a["handoff_id"] for a in actions
+                                  if a["action"] == "dead_letter"]}
 
     # --- the loop --------------------------------------------------------------------------
     def handle(self, line: str) -> dict:

@@ -1,6 +1,6 @@
 """The suites: each module exposes CHECKS, a list of `base.Check`."""
 
-from . import chaos, concurrency, fencing, lifecycle, vectors
+from . import adapter, chaos, concurrency, fencing, lifecycle, supervisor, vectors
 
-SUITES = {"vectors": vectors, "lifecycle": lifecycle, "fencing": fencing,
-          "concurrency": concurrency, "chaos": chaos}
+SUITES = {"adapter": adapter, "vectors": vectors, "lifecycle": lifecycle, "fencing": fencing,
+          "concurrency": concurrency, "supervisor": supervisor, "chaos": chaos}

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..harness import Harness, Reply, Scenario
 from ..history import describe
+from ..process import AdapterError
 
 
 @dataclass
@@ -18,6 +19,8 @@ class Check:
     requirements: list[str]
     run: Callable[[Ctx], None]
     feature: str | None = None  # optional feature the check needs (skipped if not claimed)
+    cls: str | None = None  # the conformance class judged, when not the requirement's own
+    timing: bool = False  # judges real time: runs alone, never beside other checks
 
     @property
     def id(self) -> str:
@@ -52,17 +55,20 @@ class Ctx:
     def quick(self) -> bool:
         return self.run.quick
 
-    def scenario(self, name: str, ttl: float = 1.0) -> Scenario:
-        sc = self.run.harness.scenario(f"{self.check.suite}-{name}", ttl)
+    def scenario(self, name: str, ttl: float = 1.0, clock: str = "system") -> Scenario:
+        sc = self.run.harness.scenario(f"{self.check.suite}-{name}", ttl, clock)
         sc.facts["check"] = self.check.id
         self.scenarios.append(sc)
         self.run.scenarios.append(sc)
         return sc
 
     def record(self, requirement: str, passed: bool, reason: str = "",
-               evidence: Any = None, warn: bool = False) -> bool:
-        result = {"requirement": requirement, "check": self.check.id,
+               evidence: Any = None, warn: bool = False, label: str | None = None) -> bool:
+        """One outcome; `label` names what ran when it is finer than the check (a vector)."""
+        result = {"requirement": requirement, "check": label or self.check.id,
                   "status": "PASS" if passed else ("WARN" if warn else "FAIL")}
+        if self.check.cls:
+            result["class"] = self.check.cls
         if not passed:
             result["reason"] = reason or "failed"
         if evidence is not None:
@@ -91,6 +97,18 @@ class Ctx:
         return self.expect(requirement, not reply.ok and reply.code == code,
                            f"{what}: expected error {code}, got {got}", reply)
 
+    def skip(self, requirement: str, reason: str) -> None:
+        """Not applicable: an optional feature this implementation does not claim."""
+        result = {"requirement": requirement, "check": self.check.id, "status": "SKIP",
+                  "reason": reason}
+        if self.check.cls:
+            result["class"] = self.check.cls
+        self.run.results.append(result)
+
+    @property
+    def features(self) -> set[str]:
+        return self.run.harness.features
+
     def expect_ok(self, requirement: str, reply: Reply, what: str) -> bool:
         got = reply.unknown or f"{reply.code}: {(reply.error or {}).get('message')}"
         return self.expect(requirement, reply.ok, f"{what}: expected ok, got {got}", reply)
@@ -104,6 +122,8 @@ def run_check(run: Run, check: Check) -> None:
         reason, evidence = exc.args[0], exc.args[1] if len(exc.args) > 1 else None
         for rid in check.requirements:
             ctx.record(rid, False, reason, evidence)
+    except AdapterError as exc:  # the adapter broke the protocol: not judged, said so
+        run.harness.adapter_errors.append(f"{check.id}: {exc}")
     finally:
         for sc in ctx.scenarios:
             sc.close()

@@ -1,5 +1,7 @@
 """Chaos: worker processes run handoffs to completion, checkpointing every step, while the kit
-SIGKILLs random workers (mid-request too) and restarts them on the same data. Afterwards every
+SIGKILLs random workers (mid-request too) and restarts them on the same data; when the
+implementation has the feature supervise, two supervisor processes make passes meanwhile and
+are killed too (about one kill in five picks among them). Afterwards every
 handoff is completed exactly once and its exported log holds every acknowledged checkpoint.
 The history checkers judge fencing, durability and rework over the whole run."""
 
@@ -18,10 +20,22 @@ KIND = "conform.chaos"
 
 def chaos(ctx: Ctx) -> None:
     workers, handoffs, faults = (4, 4, 12) if ctx.quick else (6, 8, 50)
+    stats = workload(ctx, workers=workers, handoffs=handoffs, faults=faults,
+                     seconds=20 if ctx.quick else 90)
+    if stats["kills"] < faults:
+        ctx.record("DHP-LSE-003", False, f"only {stats['kills']} of {faults} kills could be made")
+
+
+def workload(ctx: Ctx, *, workers: int, handoffs: int, faults: int | None,
+             seconds: float) -> dict:
+    """Workers run handoffs while the kit SIGKILLs random workers (and supervisors, when the
+    implementation has them) until `faults` kills were made or `seconds` passed (with
+    faults=None: for the whole time). Returns counts of what happened."""
     ttl = 1.0
     sc = ctx.scenario("kill9", ttl=ttl)
     procs = [sc.spawn(f"c{i}") for i in range(workers)]
     feeder = sc.spawn("feeder")  # dispatches and reads; never faulted
+    sups = [sc.spawn(f"sup{i}") for i in range(2)] if "supervise" in ctx.features else []
     hids: list[str] = []
 
     def batch() -> None:
@@ -36,7 +50,31 @@ def chaos(ctx: Ctx) -> None:
     done: set[str] = set()
     stop = threading.Event()
     lock = threading.Lock()
-    rngs = [ctx.rng.random() for _ in procs]
+    rngs = [ctx.rng.random() for _ in procs + sups]
+
+    def revive(p) -> bool:
+        if p.process.alive():
+            return True
+        try:
+            sc.restart(p)
+        except AdapterError:
+            time.sleep(0.05)
+        return False
+
+    def supervise(i: int) -> None:
+        import random
+        rng, s = random.Random(rngs[len(procs) + i]), sups[i]
+        while not stop.is_set():
+            if revive(s):
+                s.call("supervise", {})
+            time.sleep(rng.uniform(0.1, 0.3))
+
+    def finished(p, hid: str) -> None:
+        """A complete whose answer was lost to a kill may have happened: ask the store."""
+        st = p.call("status", {"handoff_id": hid})
+        if st.ok and isinstance(st.data, dict) and st.data.get("state") == "completed":
+            with lock:
+                done.add(hid)
 
     def work(i: int) -> None:
         import random
@@ -47,15 +85,14 @@ def chaos(ctx: Ctx) -> None:
             if not todo:
                 time.sleep(0.02)
                 continue
-            if not p.process.alive():
-                try:
-                    sc.restart(p)
-                except AdapterError:
-                    time.sleep(0.05)
+            if not revive(p):
                 continue
             reply = p.call("claim_next", {"task_kinds": [KIND], "worker": p.worker})
             if reply.ok and reply.data is None:
-                reply = p.call("recover", {"handoff_id": rng.choice(todo), "worker": p.worker})
+                pick = rng.choice(todo)
+                reply = p.call("recover", {"handoff_id": pick, "worker": p.worker})
+                if reply.code == "conflict":
+                    finished(p, pick)
             if not reply.ok:
                 time.sleep(rng.uniform(0.01, 0.1))
                 continue
@@ -80,32 +117,40 @@ def chaos(ctx: Ctx) -> None:
                         done.add(hid)
 
     threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(workers)]
+    threads += [threading.Thread(target=supervise, args=(i,), daemon=True)
+                for i in range(len(sups))]
     for t in threads:
         t.start()
-    killed = 0
-    deadline = time.monotonic() + (20 if ctx.quick else 90)
-    while killed < faults and time.monotonic() < deadline:
+    killed = sup_kills = 0
+    deadline = time.monotonic() + seconds
+    while (faults is None or killed < faults) and time.monotonic() < deadline:
         time.sleep(ctx.rng.uniform(0.05, 0.25))
         with lock:
             if len(done) == len(hids):
                 batch()
-        victim = procs[ctx.rng.randrange(workers)]
+        victims = procs + (sups if ctx.rng.random() < 0.2 else [])
+        victim = victims[ctx.rng.randrange(len(victims))]
         if victim.process.alive() and victim.incarnation:
             sc.kill(victim)
             killed += 1
+            sup_kills += victim in sups
     finish_by = time.monotonic() + ttl * 4 + 15
     while len(done) < len(hids) and time.monotonic() < finish_by:
         time.sleep(0.05)
     stop.set()
     for t in threads:
         t.join(timeout=15)
+    for hid in [h for h in hids if h not in done]:
+        finished(feeder, hid)
     ctx.record("DHP-LSE-003", len(done) == len(hids),
                f"{len(hids) - len(done)} of {len(hids)} handoffs were not completed within "
                f"{ttl * 4 + 15:g} s after the last of {killed} kills: orphaned work was not "
                "recovered")
-    if killed < faults:
-        ctx.record("DHP-LSE-003", False, f"only {killed} of {faults} kills could be made")
     _check_logs(ctx, sc, feeder, hids)
+    acked = sum(1 for e in sc.events() if e["type"] == "ok" and e["op"] == "checkpoint")
+    return {"kills": killed, "supervisor_kills": sup_kills, "handoffs": len(hids),
+            "completed": len(done), "acked_checkpoints": acked,
+            "requests": sum(1 for e in sc.events() if e["type"] == "invoke")}
 
 
 def _check_logs(ctx: Ctx, sc, reader, hids: list[str]) -> None:

@@ -109,9 +109,50 @@ def killed_owner(ctx: Ctx) -> None:
                     "a restarted process writing with its predecessor's worker id and fence")
 
 
+def recovery_time(ctx: Ctx) -> None:
+    """DHP-ADP-014: SIGKILL the owner, retry recover from a standby about every 20 ms, and
+    compare the time from the kill to the first success with the declared bound."""
+    bound = (ctx.run.harness.hello or {}).get("recovery_bound_s")
+    if not isinstance(bound, (int, float)) or isinstance(bound, bool):
+        ctx.skip("DHP-ADP-014", "the adapter's hello declares no recovery_bound_s")
+        return
+    ttl = 2.0
+    sc = ctx.scenario("recovery-time", ttl=ttl)
+    standby = sc.spawn("standby")
+    times = []
+    for n in range(1 if ctx.quick else 3):
+        w = sc.spawn(f"owner{n}")
+        hid = dispatch(ctx, w)
+        fence = ctx.need(take(ctx, w, hid), "claim")["fence"]
+        ctx.need(write(w, "checkpoint", hid, fence, state=state_mark(ctx, n)), "checkpoint")
+        sc.kill(w)
+        killed_at = sc.harness.history.events[-1]["time"]
+        deadline = time.monotonic() + max(bound, ttl) + 2.0
+        tries = []
+        while time.monotonic() < deadline:
+            reply = take(ctx, standby, hid, "recover")
+            tries.append(reply)
+            if reply.ok:
+                break
+            time.sleep(0.02)
+        last = tries[-1]
+        done = sc.harness.history.events[last.events[-1]]["time"] if last.ok else None
+        took = None if done is None else done - killed_at
+        times.append("never" if took is None else f"{took:.3f} s")
+        ctx.expect("DHP-ADP-014", took is not None and took <= bound,
+                   f"round {n + 1}: the adapter declares recovery_bound_s {bound:g}, but "
+                   + (f"recover first succeeded {took:.3f} s after the SIGKILL"
+                      if took is not None else "recover never succeeded")
+                   + f" ({len(tries)} tries)", *(tries[:1] + tries[-1:]))
+    sc.harness.notes.append(f"recovery after SIGKILL of the owner: {', '.join(times)} "
+                            f"(declared bound {bound:g} s)")
+
+
 CHECKS = [
     Check("fencing", "stale-fence", ["DHP-FEN-002", "DHP-FEN-003", "DHP-FEN-004"], stale_fence),
-    Check("fencing", "zombie", ["DHP-FEN-004", "DHP-FEN-005", "DHP-CKP-010"], zombie),
+    Check("fencing", "zombie", ["DHP-FEN-004", "DHP-FEN-005", "DHP-CKP-010"], zombie,
+          timing=True),
     Check("fencing", "killed-owner", ["DHP-LSE-005", "DHP-CKP-010", "DHP-FEN-001"],
-          killed_owner),
+          killed_owner, timing=True),
+    Check("fencing", "recovery-time", ["DHP-ADP-014"], recovery_time, timing=True),
 ]

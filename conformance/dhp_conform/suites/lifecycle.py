@@ -230,7 +230,7 @@ CHECKS = [
                                            "DHP-BUD-007"], budget_attempts),
     Check("lifecycle", "budget-steps-spend", ["DHP-BUD-002", "DHP-BUD-003"], budget_steps_spend),
     Check("lifecycle", "lease-expiry", ["DHP-LSE-002", "DHP-LSE-003", "DHP-LSE-004"],
-          lease_expiry),
+          lease_expiry, timing=True),
     Check("lifecycle", "log-roundtrip", ["DHP-LOG-007", "DHP-CKP-008", "DHP-LOG-008"],
           log_roundtrip, feature="export_log"),
 ]

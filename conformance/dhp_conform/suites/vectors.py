@@ -1,9 +1,8 @@
 """The shipped vectors, run through the adapter where the adapter exposes the function:
-identity via dispatch (the returned id against the vector's), envelopes and logs via
-import_log. Each vector is first checked against the kit's own oracle, so a wrong vector is a
-harness error rather than a finding. Decision-table traces (fencing, lifecycle) need a settable
-store clock, which the adapter protocol does not have yet; the lifecycle and fencing suites
-cover those requirements with real time instead."""
+identity via dispatch (the returned id against the vector's), envelopes, logs and checkpoint
+chains via import_log. Each vector is first checked against the kit's own oracle, so a wrong
+vector is a harness error rather than a finding. The decision-table vectors (lifecycle traces,
+the fencing table) run through operations on a manual store clock (decisions.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +13,7 @@ from pathlib import Path
 import dhp_data
 
 from .. import oracle
+from . import decisions
 from .base import Check, Ctx
 
 INTENT_KEYS = {"dhp", "task_kind", "inputs", "output_schema", "budget"}
@@ -132,8 +132,75 @@ def logs(ctx: Ctx) -> None:
 REFUSALS = ("invalid_input", "integrity_error", "unsupported_version", "schema_violation")
 
 
+def _envelope_for(hid: str) -> dict | None:
+    """The envelope of `hid` from a shipped log vector: the chain vectors give only the id, and
+    a log needs the intent it hashes."""
+    for path in sorted(dhp_data.path("vectors", "log").glob("*.jsonl")):
+        try:
+            first = json.loads(path.read_bytes().split(b"\n", 1)[0])
+        except ValueError:
+            continue
+        envelope = first.get("envelope") if isinstance(first, dict) else None
+        if isinstance(envelope, dict) and envelope.get("handoff_id") == hid \
+                and isinstance(envelope.get("intent"), dict) \
+                and oracle.handoff_id(envelope["intent"]) == hid:
+            return envelope
+    return None
+
+
+def chains(ctx: Ctx) -> None:
+    """Each chain becomes a log (the header of its handoff, then its records) for import_log:
+    a valid chain is imported into a fresh store, a broken one refused with the vector's
+    code. A chain whose handoff has no known intent cannot be written as a log."""
+    tests = _load("checkpoint-chain")
+    shared = None
+    unsent: list[str] = []
+    for test in tests:
+        hid = test["input"]["handoff_id"]
+        envelope = _envelope_for(hid)
+        if envelope is None:
+            unsent.append(test["id"])
+            continue
+        sc = ctx.scenario("chain", ttl=5.0) if test["expected"].get("valid") or shared is None \
+            else shared.scenario
+        p = sc.procs.get("p1") or sc.spawn("p1")
+        if not test["expected"].get("valid"):
+            shared = p
+        lines = [{"type": "header", "envelope": envelope}]
+        lines += [{"type": "checkpoint", "record": r} for r in test["input"]["records"]]
+        path = sc.data.parent / f"{sc.name}-{test['id']}.jsonl"
+        path.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines),
+                        encoding="utf-8")
+        reply = p.call("import_log", {"path": str(path)})
+        label = test["id"]
+        for rid in test["requirements"]:
+            if test["expected"].get("valid"):
+                ctx.record(rid, reply.ok, f"{label} ({test['description']}): import_log of a "
+                           f"log with this valid chain failed: {reply!r}",
+                           ctx.evidence(reply), label=label)
+            else:
+                code = test["expected"]["error"]
+                ctx.record(rid, not reply.ok and reply.code == code,
+                           f"{label} ({test['description']}): import_log of a log with this "
+                           f"chain (bad at record {test['expected']['at']}) must fail with "
+                           f"{code}, got {'ok' if reply.ok else reply.code}",
+                           ctx.evidence(reply), label=label)
+        if test["expected"].get("valid") and p is not shared:
+            sc.close()
+    note = f"checkpoint-chain vectors: {len(tests) - len(unsent)} of {len(tests)} sent " \
+           "through the adapter as logs (import_log)"
+    if unsent:
+        note += (f"; {len(unsent)} cannot be ({', '.join(unsent)}): no shipped log carries "
+                 "the intent of their handoff_id, and a log header needs it; the vector "
+                 "would need an `intent` member")
+    ctx.run.harness.notes.append(note)
+
+
 CHECKS = [
     Check("vectors", "identity", ["DHP-ID-001"], identity),
     Check("vectors", "envelope", ["DHP-ENV-001"], envelopes, feature="import_log"),
     Check("vectors", "log", ["DHP-LOG-007"], logs, feature="import_log"),
+    Check("vectors", "checkpoint-chain", decisions.cited("checkpoint-chain"), chains,
+          feature="import_log"),
+    *decisions.CHECKS,
 ]

@@ -1,0 +1,138 @@
+"""Planted-bug mutants of the reference, kept as data: each is one or more exact text
+replacements in reference/dhp (every `old` must occur exactly once in its file), the kit
+options that reach the bug quickly, and the requirement the kit must name when it fails the
+mutant. tests/test_conform.py applies each to a temporary copy and runs the kit on it.
+
+A mutant whose bug needs a race to show (a claim that is not atomic, a checkpoint made durable
+late) widens the window with a short sleep or timer: the bug is real, the delay only makes the
+kit see it on every run rather than now and then.
+"""
+
+from __future__ import annotations
+
+MUTANTS: list[dict] = [
+    {"name": "no-fence-check-on-writes", "file": "machine.py",
+     "old": 'or record["fence"] != op["fence"]', "new": "",
+     "suite": "fencing", "expected_requirement": "DHP-FEN-003"},
+    {"name": "fence-not-bumped-on-recover", "file": "machine.py",
+     "old": 'fence=record["fence"] + 1,',
+     "new": 'fence=record["fence"] + (op["name"] != "recover"),',
+     "suite": "fencing", "expected_requirement": "DHP-FEN-001"},
+    {"name": "no-hash-chain", "file": "operations.py",
+     "old": "made = chain.make_record(hid, seq + 1, fence, state, spend, prev)",
+     "new": "made = chain.make_record(hid, seq + 1, fence, state, spend, hid)",
+     "suite": "lifecycle", "expected_requirement": "DHP-CKP-004"},
+    {"name": "max-steps-off-by-one", "file": "machine.py",
+     "old": 'record["steps"] + 1 > budget["max_steps"]',
+     "new": 'record["steps"] > budget["max_steps"]',
+     "suite": "lifecycle", "expected_requirement": "DHP-BUD-002"},
+    {"name": "result-not-validated", "file": "operations.py",
+     "old": 'op["result_errors"] = result_errors(row["envelope"], result)',
+     "new": 'op["result_errors"] = []',
+     "suite": "lifecycle", "expected_requirement": "DHP-RES-002"},
+    # --- a claim that is not atomic: read in one transaction, write in another -------------
+    {"name": "claim-not-atomic", "file": "operations.py",
+     "old": ("    with backend.transaction() as tx:\n"
+             "        row = tx.get(hid)\n"
+             "        now = backend.now()\n"
+             '        op = {"name": name, "worker": worker, "ttl": ttl}\n'),
+     "new": ("    with backend.transaction(write=False) as tx:\n"
+             "        row = tx.get(hid)\n"
+             '    __import__("time").sleep(0.05)\n'
+             "    with backend.transaction() as tx:\n"
+             "        now = backend.now()\n"
+             '        op = {"name": name, "worker": worker, "ttl": ttl}\n'),
+     "suite": "concurrency", "expected_requirement": "DHP-FEN-005"},
+    # --- a checkpoint acknowledged before it is stored: appended 0.3 s later ----------------
+    {"name": "checkpoint-acked-before-durable",
+     "edits": [
+         ("operations.py", "tx.append_checkpoint(made)",
+          '__import__("threading").Timer(0.3, _append_later, (backend, made)).start()'),
+         ("operations.py", "def result_errors(",
+          "def _append_later(backend, made):\n"
+          "    with backend.transaction() as tx:\n"
+          "        tx.append_checkpoint(made)\n\n\n"
+          "def result_errors("),
+     ],
+     "suite": "fencing", "expected_requirement": "DHP-CKP-010"},
+    # --- a supervisor that takes every liveness lock file for a dead owner ------------------
+    {"name": "supervisor-orphans-live-leases", "file": "supervisor.py",
+     "old": "if token == self._token or not liveness.owner_dead(token):",
+     "new": "if token == self._token:",
+     "suite": "supervisor", "expected_requirement": "DHP-LSE-002"},
+    {"name": "dlq-entry-lost", "file": "api.py",
+     "old": 'for row in operations.rows(store, state="dead_lettered")]',
+     "new": 'for row in operations.rows(store, state="dead_lettered")][:-1]',
+     "suite": "lifecycle", "expected_requirement": "DHP-BUD-006"},
+    {"name": "max-attempts-off-by-one", "file": "machine.py",
+     "old": 'cap is not None and record["attempts"] >= cap:\n        return _dead_letter(',
+     "new": 'cap is not None and record["attempts"] > cap:\n        return _dead_letter(',
+     "suite": "lifecycle", "expected_requirement": "DHP-BUD-001"},
+    {"name": "max-spend-ignores-this-spend", "file": "machine.py",
+     "old": 'record["spend"] + spend > budget["max_spend"]',
+     "new": 'record["spend"] > budget["max_spend"]',
+     "suite": "lifecycle", "expected_requirement": "DHP-BUD-003"},
+    # --- a lease still live at its exact expiry instant: only the manual clock can see it ----
+    {"name": "lease-live-at-expiry-instant", "file": "machine.py",
+     "old": "return expires is not None and now < expires",
+     "new": "return expires is not None and now <= expires",
+     "suite": "vectors", "only": "DHP-LSE-*", "expected_requirement": "DHP-LSE-002"},
+    # --- cancel accepted but a claimed handoff keeps running --------------------------------
+    {"name": "cancel-not-reaching-worker", "file": "machine.py",
+     "old": ('    return Outcome(True, dict(record, state="cancelled", owner=None, '
+             "lease_expires_at=None))"),
+     "new": ('    return Outcome(True, record if record["state"] == "claimed" else '
+             'dict(record, state="cancelled", owner=None, lease_expires_at=None))'),
+     "suite": "lifecycle", "expected_requirement": "DHP-FEN-006"},
+    {"name": "release-keeps-the-lease", "file": "machine.py",
+     "old": ('return Outcome(True, dict(record, state="released", owner=None, '
+             "lease_expires_at=None))"),
+     "new": "return Outcome(True, dict(record))",
+     "suite": "lifecycle", "expected_requirement": "DHP-STM-002"},
+    {"name": "complete-accepted-twice",
+     "edits": [
+         ("machine.py",
+          'return Outcome(True, dict(record, state="completed", owner=None, '
+          "lease_expires_at=None))",
+          'return Outcome(True, dict(record, state="completed"))'),
+         ("machine.py", 'if state != "claimed" or record["owner"] != op["worker"]',
+          'if state not in ("claimed", "completed") or record["owner"] != op["worker"]'),
+     ],
+     "suite": "lifecycle", "expected_requirement": "DHP-RES-003"},
+    {"name": "fence-reused-after-requeue", "file": "machine.py",
+     "old": 'dict(record, state="pending", attempts=0,',
+     "new": 'dict(record, state="pending", fence=0, attempts=0,',
+     "suite": "lifecycle", "expected_requirement": "DHP-FEN-002"},
+    # --- an export that re-seals every checkpoint onto the handoff id: no chain -------------
+    {"name": "export-without-chain",
+     "edits": [
+         ("logfile.py",
+          '    for record in records:\n        yield {"type": "checkpoint", "record": record}',
+          '    from .chain import make_record\n'
+          '    for record in records:\n'
+          '        yield {"type": "checkpoint", "record": make_record(\n'
+          '            record["handoff_id"], record["seq"], record["fence"], record["state"],\n'
+          '            record["spend"], envelope["handoff_id"])}'),
+         ("logfile.py",
+          'verifier.add(line["record"])\n'
+          '                elif line["type"] == "result":\n'
+          '                    verifier.add_result(line["record"])',
+          'pass\n'
+          '                elif line["type"] == "result":\n'
+          '                    pass'),
+     ],
+     "suite": "lifecycle", "expected_requirement": "DHP-CKP-004"},
+    {"name": "recover-ignores-owner-liveness", "file": "operations.py",
+     "old": ('machine.lease_live(row["record"], now):\n'
+             '            op["owner_dead"] = backend.liveness.owner_dead('
+             'row["owner_incarnation"])'),
+     "new": 'machine.lease_live(row["record"], now):\n            op["owner_dead"] = True',
+     "suite": "fencing", "expected_requirement": "DHP-FEN-005"},
+]
+
+
+def edits(mutant: dict) -> list[tuple[str, str, str]]:
+    """The (file, old, new) replacements of a mutant."""
+    if "edits" in mutant:
+        return [tuple(e) for e in mutant["edits"]]
+    return [(mutant["file"], mutant["old"], mutant["new"])]
