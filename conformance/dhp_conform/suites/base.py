@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,6 +125,12 @@ def run_check(run: Run, check: Check) -> None:
             ctx.record(rid, False, reason, evidence)
     except AdapterError as exc:  # the adapter broke the protocol: not judged, said so
         run.harness.adapter_errors.append(f"{check.id}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - an answer the check did not foresee
+        # Implementations answer in shapes no check foresaw; that is a failure of the
+        # implementation to be reported with its evidence, never a crash of the whole run.
+        reason = f"check {check.id} could not judge the answers it got: {exc!r}"
+        for rid in check.requirements:
+            ctx.record(rid, False, reason, traceback.format_exc(limit=3))
     finally:
         for sc in ctx.scenarios:
             sc.close()
