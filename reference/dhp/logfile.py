@@ -14,7 +14,6 @@ with the length of the log.
 from __future__ import annotations
 
 import io
-import json
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
 from . import schemas
-from .canonical import canonical_json
+from .canonical import STRICT_DECODER, canonical_json
 from .chain import ChainVerifier
 from .envelope import check_envelope
 from .errors import DHPError, IntegrityError, InvalidInput, SchemaViolation
@@ -43,22 +42,7 @@ def _warning(line: int, requirement: str, message: str) -> dict:
     return {"line": line, "requirement": requirement, "message": message}
 
 
-def _members(pairs: list[tuple[str, Any]]) -> dict:
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        dup = next(k for k, _ in pairs if k in seen or seen.add(k))
-        raise InvalidInput(f"duplicate member name {dup!r}", requirement="DHP-CJ-001")
-    return obj
-
-
-def _no_constant(name: str) -> Any:
-    raise InvalidInput(f"{name} is not a JSON number", requirement="DHP-CJ-006")
-
-
-# Strict JSON as dhp.canonical.parse_json (no duplicate names, no NaN/Infinity), built once:
-# a decoder per line is measurable in a million-line log.
-_DECODER = json.JSONDecoder(object_pairs_hook=_members, parse_constant=_no_constant)
+_DECODER = STRICT_DECODER
 
 
 def _parse_line(body: bytes) -> Any:
