@@ -690,12 +690,20 @@ def _final_state(steps: list[dict]) -> str | None:
 
 
 def main() -> int:
-    out = ROOT / "vectors"
+    """Write both files; with --check, only report (exit 1) a file that differs."""
+    check = "--check" in sys.argv[1:]
+    stale = 0
     for name, suite in (("fencing", fencing_suite()), ("lifecycle", lifecycle_suite())):
-        (out / f"{name}.json").write_text(json.dumps(suite, indent=1, ensure_ascii=False) + "\n",
-                                          encoding="utf-8")
-        print(f"wrote vectors/{name}.json: {len(suite['tests'])} tests")
-    return 0
+        path = ROOT / "vectors" / f"{name}.json"
+        text = json.dumps(suite, indent=1, ensure_ascii=False) + "\n"
+        if check:
+            same = path.exists() and path.read_text(encoding="utf-8") == text
+            stale += not same
+            print(f"vectors/{name}.json {'is up to date' if same else 'is OUT OF DATE'}")
+        else:
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote vectors/{name}.json: {len(suite['tests'])} tests")
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":
