@@ -128,6 +128,11 @@ MUTANTS: list[dict] = [
              'row["owner_incarnation"])'),
      "new": 'machine.lease_live(row["record"], now):\n            op["owner_dead"] = True',
      "suite": "fencing", "expected_requirement": "DHP-FEN-005"},
+    # --- a transport peer that checks a new record's place in the chain but not its hash ---
+    {"name": "ingest-without-hash-check", "file": "transport.py",
+     "old": "_continue(stored, hid, parsed).add(record)",
+     "new": "_continue(stored, hid, parsed).add(dict(record, hash=chain.record_hash(record)))",
+     "suite": "transport", "expected_requirement": "DHP-TRN-015"},
 ]
 
 

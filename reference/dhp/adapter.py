@@ -13,6 +13,10 @@ what a stale worker's late write looks like to the store.
 optional feature manual-clock, DHP-ADP-013), so the kit can run the decision-table vectors at
 their exact instants. `supervise` runs one pass of this process's dhp.supervisor.Supervisor,
 which keeps its leadership between passes like a long-running supervisor does.
+
+The feature transport (DHP-ADP-016..019): `transport_serve` runs a dhp.net.TransportServer on
+this process's store, `ship` queues a handoff in a dhp.net.NetShipper (one per destination,
+its buffer under the data folder), `transport_flush` waits for the acknowledgements.
 """
 
 from __future__ import annotations
@@ -24,13 +28,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from . import __version__, api, operations
+from . import __version__, api, net, operations
 from .canonical import parse_json
-from .errors import DHPError, InvalidInput, Unavailable
+from .errors import Conflict, DHPError, InvalidInput, Unavailable
 from .supervisor import Supervisor
 
 PROTOCOL = "1"
-FEATURES = ["claim_next", "export_log", "import_log", "supervise", "liveness", "manual-clock"]
+FEATURES = ["claim_next", "export_log", "import_log", "supervise", "liveness", "manual-clock",
+            "transport", "transport-tls"]
 # Kill -9 of an owner to a standby's successful recover: the liveness lock makes it a few
 # milliseconds on one host; the declared bound leaves room for a loaded CI machine.
 RECOVERY_BOUND_S = 1.0
@@ -55,6 +60,9 @@ class Adapter:
         self.clock: ManualClock | None = None
         self.supervisor: Supervisor | None = None
         self.process = "adapter"
+        self.data: Path | None = None
+        self.server: net.TransportServer | None = None
+        self.shippers: dict[tuple[str, int], net.NetShipper] = {}
 
     # --- handshake -------------------------------------------------------------------------
     def cmd_hello(self, args: dict) -> dict:
@@ -64,7 +72,7 @@ class Adapter:
         return {"protocol": PROTOCOL, "dhp": "1.0",
                 "implementation": {"name": "durable-handoff", "language": "python",
                                    "version": __version__},
-                "classes": ["store", "supervisor"], "features": FEATURES,
+                "classes": ["store", "supervisor", "transport"], "features": FEATURES,
                 "recovery_bound_s": RECOVERY_BOUND_S}
 
     def cmd_init(self, args: dict) -> dict:
@@ -77,6 +85,7 @@ class Adapter:
         self.heartbeat = None if interval is not None else 0  # None: the store's default
         self.clock = ManualClock() if clock == "manual" else None
         self.process = str(args.get("process") or "adapter")
+        self.data = Path(args["data"])
         self.store = api.Store(args["data"], ttl=self.ttl,
                                heartbeat_interval=interval if interval else None,
                                clock=self.clock)
@@ -194,6 +203,60 @@ class Adapter:
                 "orphaned": [a["handoff_id"] for a in actions if a["action"] == "orphan"],
                 "dead_lettered": [a["handoff_id"] for a in actions
                                   if a["action"] == "dead_letter"]}
+
+    # --- transport (features transport, transport-tls) -----------------------------------
+    def cmd_transport_serve(self, args: dict) -> dict:
+        """A TransportServer storing into this process's store (DHP-ADP-016)."""
+        if self.server is not None:
+            raise Conflict("a transport server already runs in this process",
+                           requirement="DHP-ADP-016")
+        tls = args.get("tls")
+        context = None
+        if tls is not None:
+            context = net.server_ssl_context(tls["cert"], tls["key"],
+                                             client_cafile=tls.get("client_ca"))
+        max_frame = max(int(args.get("max_frame") or net.DEFAULT_MAX_FRAME), net.MIN_MAX_FRAME)
+        server = net.TransportServer(self.store, args.get("host", "127.0.0.1"),
+                                     int(args.get("port", 0)), secret=args["secret"],
+                                     ssl_context=context, max_frame=max_frame)
+        self.server = server.start()
+        return {"port": server.port, "max_frame": server.max_frame}
+
+    def cmd_ship(self, args: dict) -> dict:
+        """Queue a handoff's envelope, chain and result in the shipper for the destination;
+        answers once buffered, never waiting for the network (DHP-ADP-017, DHP-TRN-023)."""
+        host, port = args["host"], int(args["port"])
+        shipper = self.shippers.get((host, port))
+        if shipper is None:
+            tls = args.get("tls")
+            context = None if tls is None else net.client_ssl_context(tls.get("ca"))
+            buffer = self.data / "transport" / f"ship-{host}-{port}.buffer"
+            shipper = net.NetShipper(host, port, local_logpath=buffer, secret=args["secret"],
+                                     ssl_context=context, name=self.process)
+            self.shippers[(host, port)] = shipper
+        hid = args["handoff_id"]
+        row = operations.get_row(self.store, hid)
+        ids = shipper.ship_chain(row["envelope"], api.checkpoints(self.store, hid),
+                                 row["result"])
+        return {"frames": len(ids)}
+
+    def cmd_transport_flush(self, args: dict) -> dict:
+        """Wait until every shipper's frames are settled (DHP-ADP-018)."""
+        timeout = float(args.get("timeout", 5.0))
+        delivered = all([s.flush(timeout) for s in self.shippers.values()])
+        rejected = [{"id": i, "error": e.to_dict()} for s in self.shippers.values()
+                    for i, e in s.rejected]
+        return {"delivered": delivered, "rejected": rejected}
+
+    def cmd_transport_stop(self, args: dict) -> dict:
+        """Stop the server and every shipper of this process (DHP-ADP-019)."""
+        server, self.server = self.server, None
+        if server is not None:
+            server.stop()
+        shippers, self.shippers = list(self.shippers.values()), {}
+        for shipper in shippers:
+            shipper.close(timeout=0)
+        return {}
 
     # --- the loop --------------------------------------------------------------------------
     def handle(self, line: str) -> dict:
