@@ -100,7 +100,7 @@ def _number(v: int | float) -> str:
     return format_number(v)
 
 
-_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')
+_QUOTED = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # unrolled: no backtracking
 _NOT_PLAIN = re.compile(r"\d[.eE]|\d{16}|[IN]")  # a float, a long integer, Infinity/NaN
 
 

@@ -42,6 +42,7 @@ from typing import Any
 
 from . import schemas
 from .backend import StoreBackend
+from .canonical import STRICT_DECODER
 from .envelope import check_envelope
 from .errors import (
     DHPError,
@@ -61,6 +62,7 @@ DEFAULT_MAX_FRAME = 16 * 1024 * 1024  # bytes, LF excluded (DHP-TRN-002, DHP-SEC
 MIN_MAX_FRAME = 64 * 1024
 MIN_SECRET = 16
 _RECV = 256 * 1024
+_CHUNK = 1 << 20  # bytes of the shipper's buffer read per batch
 
 log = logging.getLogger("dhp.transport")
 
@@ -125,39 +127,28 @@ class FrameTooLarge(InvalidInput):
     pass
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def encode(frame: dict) -> bytes:
     """One frame: compact JSON and LF."""
     try:
-        return json.dumps(frame, separators=(",", ":"), ensure_ascii=False,
-                          allow_nan=False).encode("utf-8") + b"\n"
+        return _ENCODER.encode(frame).encode("utf-8") + b"\n"
     except (ValueError, TypeError, UnicodeEncodeError) as exc:
         raise InvalidInput(f"frame is not JSON: {exc}", requirement="DHP-TRN-001") from None
-
-
-def _pairs(pairs: list[tuple[str, Any]]) -> dict:
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        raise InvalidInput("duplicate member name in a frame", requirement="DHP-TRN-001")
-    return obj
-
-
-def _constant(name: str) -> Any:
-    raise InvalidInput(f"{name} is not a JSON number", requirement="DHP-TRN-001")
-
-
-_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_constant)
 
 
 def parse(raw: bytes) -> Any:
     """A frame's JSON value, strictly: UTF-8, no duplicate names, no NaN (DHP-TRN-001)."""
     try:
         text = raw.decode("utf-8")
-        value, end = _DECODER.raw_decode(text)
+        value, end = STRICT_DECODER.raw_decode(text)
         if text[end:].strip(" \t\r"):
             raise ValueError("extra data after the JSON value")
         return value
-    except InvalidInput:
-        raise
+    except InvalidInput as exc:  # duplicate names, NaN: the frame is not strict JSON
+        raise InvalidInput(f"frame is not strict JSON: {exc.message}",
+                           requirement="DHP-TRN-001") from None
     except (ValueError, RecursionError) as exc:
         raise InvalidInput(f"frame is not a JSON value: {exc}", requirement="DHP-TRN-001") \
             from None
@@ -198,11 +189,14 @@ class _Reader:
         self.sock, self.max_frame = sock, max_frame
         self.buf = b""
 
-    def frames(self) -> list[bytes]:
-        """Every complete frame that has arrived (blocks until there is one). Raises
-        ConnectionError at EOF, FrameTooLarge for an oversized frame."""
+    def frames(self, drain: bool = False) -> list[bytes]:
+        """Every complete frame that has arrived (blocks until there is one); with `drain`,
+        also what arrives meanwhile, up to 256 KiB. Raises ConnectionError at EOF,
+        FrameTooLarge for an oversized frame."""
         while True:
             if b"\n" in self.buf:
+                if drain:
+                    self._drain()
                 *lines, self.buf = self.buf.split(b"\n")
                 for line in lines:
                     if len(line) > self.max_frame:
@@ -219,12 +213,47 @@ class _Reader:
                                       + (" in the middle of a frame" if self.buf else ""))
             self.buf += data
 
+    def _drain(self) -> None:
+        """Also take what has already arrived, without blocking: TLS hands out one record
+        (16 KiB) per recv, and a caller that stores each batch in one transaction would
+        otherwise commit every 16 KiB. Bounded like recv above (DHP-TRN-002)."""
+        sock = self.sock
+        tls = isinstance(sock, ssl.SSLSocket)
+        timeout = sock.gettimeout()
+        if tls:
+            sock.settimeout(0)  # a half-arrived TLS record must not hold up what is in hand
+        try:
+            while len(self.buf) < _RECV:
+                if not (tls and sock.pending()) and not _readable(sock):
+                    return
+                tail = len(self.buf) - self.buf.rfind(b"\n") - 1
+                try:
+                    data = sock.recv(min(_RECV, self.max_frame + 1 - tail))
+                except OSError:  # nothing more yet (want-read), or a failure the next recv reports
+                    return
+                if not data:
+                    return  # EOF: the frames in hand first; the next recv reports it
+                self.buf += data
+                if len(self.buf) - self.buf.rfind(b"\n") - 1 > self.max_frame:
+                    return  # frames() raises FrameTooLarge
+        finally:
+            if tls:
+                sock.settimeout(timeout)
+
     def one(self) -> bytes:
         """The next frame (handshake: exactly one is expected at a time)."""
         lines = self.frames()
         if len(lines) > 1:
             self.buf = b"\n".join(lines[1:]) + b"\n" + self.buf
         return lines[0]
+
+
+def _readable(sock: socket.socket) -> bool:
+    """Whether a recv would not block (False when unknown: select() cannot take the fd)."""
+    try:
+        return bool(select.select([sock], [], [], 0)[0])
+    except (ValueError, OSError):
+        return False
 
 
 def _too_large(limit: int) -> FrameTooLarge:
@@ -454,13 +483,14 @@ class TransportServer:
         stored in one durable transaction, then answered in order (DHP-TRN-017/018)."""
         while not self._stopping.is_set():
             try:
-                lines = reader.frames()
+                lines = reader.frames(drain=True)  # one transaction for all that arrived
             except ConnectionError:
                 return
             answers: list[dict | bytes | None] = []
             items, where = [], []
             closing: DHPError | None = None
             for line in lines:
+                frame = None  # a line that does not parse has no id (not the previous frame's)
                 try:
                     frame = parse(line)
                     if isinstance(frame, dict) and frame.get("type") == "bye" and len(frame) == 1:
@@ -482,18 +512,21 @@ class TransportServer:
                     outcomes = self.ingest.apply(items, parsed=True)
                 except DHPError as exc:  # the store failed (not definite): the shipper retries
                     outcomes = [exc] * len(items)
+                counts: collections.Counter[str] = collections.Counter()
                 for (slot, frame_id, kind, payload), outcome in zip(where, outcomes,
                                                                      strict=True):
                     if isinstance(outcome, DHPError):
-                        self._count("rejected_frames")
+                        counts["rejected_frames"] += 1
                         log.warning("rejected %s frame %d on %s from %s (%s): %s", kind,
                                     frame_id, session, peer, _about(kind, payload), outcome)
                         answers[slot] = _error_frame(outcome, frame_id)
                     else:
-                        self._count("duplicates" if outcome == DUPLICATE else "stored")
+                        counts["duplicates" if outcome == DUPLICATE else "stored"] += 1
                         answers[slot] = (b'{"type":"ack","id":%d,"duplicate":true}\n'
                                          % frame_id if outcome == DUPLICATE
                                          else b'{"type":"ack","id":%d}\n' % frame_id)
+                with self._stats_mutex:
+                    self.stats.update(counts)
             if answers:
                 sock.sendall(b"".join(a if isinstance(a, bytes) else encode(a)
                                       for a in answers if a is not None))
@@ -595,7 +628,7 @@ class NetShipper:
     def __init__(self, host: str, port: int = DEFAULT_PORT, *,
                  local_logpath: str | os.PathLike, secret: str | bytes,
                  ssl_context: ssl.SSLContext | None = None, server_hostname: str | None = None,
-                 max_frame: int = DEFAULT_MAX_FRAME, window: int = 512,
+                 max_frame: int = DEFAULT_MAX_FRAME, window: int = 2048,
                  backoff: tuple[float, float] = (0.05, 2.0), timeout: float = 10.0,
                  name: str = "", compact_bytes: int = 8 * 1024 * 1024, fsync: bool = True,
                  on_ack: Callable[[int, bool], None] | None = None,
@@ -618,6 +651,7 @@ class NetShipper:
         self._closing = False
         self._sock: socket.socket | None = None
         self._inflight: collections.deque[tuple[int, int]] = collections.deque()
+        self._sleeping = True  # the pump may be in select(): a queued frame must wake it
         self._open_buffer()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
@@ -717,7 +751,9 @@ class NetShipper:
             self._end += len(data)
             self._announced.add(hid)
             self._cond.notify_all()
-        self._wake()
+            wake, self._sleeping = self._sleeping, False  # one wake-up per pump sleep
+        if wake:
+            self._wake()
         return ids
 
     # --- the buffer ---
@@ -816,7 +852,14 @@ class NetShipper:
                 if self._acked_off >= self.compact_bytes and self._acked_off * 2 >= self._end:
                     self._compact()
                 idle = not self._inflight
-                batch = self._next_batch()
+                batch, sync_to = self._next_batch()
+                self._sleeping = True  # from here, frames queued must wake the select below
+            if sync_to:
+                # Outside the lock, so the worker keeps appending meanwhile (DHP-TRN-023);
+                # only this thread sends, so nothing goes on the wire before the fsync.
+                os.fsync(self._fd)
+                with self._cond:
+                    self._synced = max(self._synced, sync_to)
             if batch:
                 if idle:  # the answer clock starts with the first frame in flight
                     last_answer = time.monotonic()
@@ -833,32 +876,30 @@ class NetShipper:
             elif waiting and time.monotonic() - last_answer > self.timeout:
                 raise Unavailable(f"no answer from the server in {self.timeout}s")
 
-    def _next_batch(self) -> bytes:
-        """Frames to send now (up to the window), fsynced first: a frame is durable in the
-        buffer before it is on the wire (DHP-TRN-021). Called with the lock held."""
+    def _next_batch(self) -> tuple[bytes, int]:
+        """Frames to send now (up to the window) and the buffer offset to fsync first (0 if
+        none): a frame is durable in the buffer before it is on the wire (DHP-TRN-021).
+        Called with the lock held."""
         room = self.window - len(self._inflight)
         if room <= 0 or self._send_off >= self._end:
-            return b""
+            return b"", 0
         left = self._end - self._send_off
-        data = os.pread(self._fd, min(left, 4 << 20), self._send_off)
+        data = os.pread(self._fd, min(left, _CHUNK), self._send_off)
         if len(data) < left and b"\n" not in data:  # one frame longer than the chunk
             data = os.pread(self._fd, min(left, self.max_frame + 1), self._send_off)
-        lines = data.split(b"\n")[:-1][:room]
+        lines = data.split(b"\n", room)[:-1]  # at most `room` whole lines, split no further
         if not lines:
-            return b""
+            return b"", 0
         out = b"\n".join(lines) + b"\n"
         stop = self._send_off + len(out)
-        if self.fsync and self._synced < stop:
-            target = self._end
-            os.fsync(self._fd)
-            self._synced = target
+        sync_to = self._end if self.fsync and self._synced < stop else 0
         pos = self._send_off
         for line in lines:
             pos += len(line) + 1
             found = _ID.search(line)
             self._inflight.append((int(found.group(1)) if found else -1, pos))
         self._send_off = stop
-        return out
+        return out, sync_to
 
     def _answers(self, lines: list[bytes]) -> None:
         """Match the server's answers to the frames in flight, in order (DHP-TRN-018)."""

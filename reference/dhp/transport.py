@@ -234,13 +234,15 @@ class Ingest:
         _check_peer_state(row, record["fence"], batch.now)
         batch.tx.append_checkpoint(record)
         stored.add(record)
-        state = row["record"]["state"]
-        row["record"] = dict(
-            row["record"], state="dead_lettered" if state == "dead_lettered" else "orphaned",
-            owner=None, lease_expires_at=None, fence=max(row["record"]["fence"], record["fence"]),
-            attempts=max(row["record"]["attempts"], stored.fences),
-            steps=max(row["record"]["steps"], int(seq)),
-            spend=max(row["record"]["spend"], stored.spend))
+        # In place: the row is this transaction's own copy, written back once by flush().
+        mine = row["record"]
+        if mine["state"] != "dead_lettered":
+            mine["state"] = "orphaned"
+        mine["owner"] = mine["lease_expires_at"] = None
+        mine["fence"] = max(mine["fence"], record["fence"])
+        mine["attempts"] = max(mine["attempts"], stored.fences)
+        mine["steps"] = max(mine["steps"], int(seq))
+        mine["spend"] = max(mine["spend"], stored.spend)
         batch.dirty.add(hid)
         return STORED
 
