@@ -21,7 +21,7 @@ from pathlib import Path
 
 from . import checkers
 from .harness import Harness
-from .manifest import ManifestError, resolve
+from .manifest import ManifestError, add_arguments, resolve
 from .process import AdapterError
 from .runner import HISTORY_CHECKS
 from .suites import chaos
@@ -31,19 +31,13 @@ from .suites.base import Check, CheckAborted, Ctx, Run
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dhp-chaos", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--impl", help="the adapter command, e.g. 'python -m dhp.adapter', or "
-                   "@FILE for an adapter manifest")
-    p.add_argument("--manifest", type=Path, help="an adapter manifest file "
-                   '({"command": [...], "env": {...}, "cwd": ...})')
+    add_arguments(p)
     p.add_argument("--seconds", type=float, default=30.0,
                    help="how long to inject kills (default 30)")
-    p.add_argument("--seed", type=int, help="seed of the run's random choices")
     p.add_argument("--workers", type=int, default=6, help="worker processes (default 6)")
     p.add_argument("--handoffs", type=int, default=8,
                    help="handoffs dispatched per batch (default 8)")
     p.add_argument("--history", type=Path, help="keep the run folder here")
-    p.add_argument("--timeout", type=float, default=10.0,
-                   help="seconds to wait for any one response (default 10)")
     return p
 
 

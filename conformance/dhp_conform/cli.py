@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import report, runner
 from .harness import Harness
-from .manifest import Impl, ManifestError, resolve
+from .manifest import Impl, ManifestError, add_arguments, resolve
 from .process import AdapterError
 from .suites import SUITES
 
@@ -23,11 +23,7 @@ def _parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("mode", nargs="?", choices=["run", "smoke"], default="run",
                    help="run (default): the conformance run; smoke: check the wiring only")
-    p.add_argument("--impl", help="the adapter command, e.g. 'python -m dhp.adapter', or "
-                   "@FILE for an adapter manifest")
-    p.add_argument("--manifest", type=Path, help="an adapter manifest file: "
-                   '{"command": [...], "env": {...}, "cwd": "..."}')
-    p.add_argument("--seed", type=int, help="seed of the run's random choices")
+    add_arguments(p)
     p.add_argument("--quick", action="store_true", help="fewer processes, rounds and faults")
     p.add_argument("--only", action="append", metavar="PATTERN",
                    help="only requirements matching this glob, e.g. 'DHP-FEN-*' (repeatable)")
@@ -37,8 +33,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--junit", type=Path, help="write JUnit XML here")
     p.add_argument("--history", type=Path,
                    help="keep the run folder (history, stderr of every process, data) here")
-    p.add_argument("--timeout", type=float, default=10.0,
-                   help="seconds to wait for any one response (default 10)")
     return p
 
 

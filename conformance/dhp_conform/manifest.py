@@ -8,11 +8,24 @@ environment; a relative `cwd` is relative to the manifest's folder. `--impl @FIL
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every kit command shares: which implementation to run, and how long to
+    wait for any one of its answers."""
+    parser.add_argument("--impl", help="the adapter command, e.g. 'python -m dhp.adapter', or "
+                        "@FILE for an adapter manifest")
+    parser.add_argument("--manifest", type=Path, help="an adapter manifest file: "
+                        '{"command": [...], "env": {...}, "cwd": "..."}')
+    parser.add_argument("--seed", type=int, help="seed of the run's random choices")
+    parser.add_argument("--timeout", type=float, default=10.0,
+                        help="seconds to wait for any one response (default 10)")
 
 
 class ManifestError(ValueError):
