@@ -46,8 +46,16 @@ class Tx(ABC):
         """The checkpoint record with the highest seq; O(1) in the length of the history."""
 
     @abstractmethod
-    def append_checkpoint(self, record: dict) -> None:
-        """Add a checkpoint record; a second record with the same (handoff_id, seq) fails."""
+    def append_checkpoint(self, record: dict, *, text: str | None = None) -> None:
+        """Add a checkpoint record; a second record with the same (handoff_id, seq) fails.
+        `text`, when given, is the record's JSON text (its canonical form, from the chain
+        verifier that hashed it), which the store may keep instead of encoding `record`."""
+
+    def append_checkpoints(self, records: list[tuple[dict, str | None]]) -> None:
+        """`append_checkpoint` for each `(record, text)`, in order; a backend may write them
+        in one statement."""
+        for record, text in records:
+            self.append_checkpoint(record, text=text)
 
     @abstractmethod
     def checkpoints(self, handoff_id: str) -> list[dict]:

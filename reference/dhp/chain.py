@@ -102,6 +102,8 @@ def _number(v: int | float) -> str:
 
 _QUOTED = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # unrolled: no backtracking
 _NOT_PLAIN = re.compile(r"\d[.eE]|\d{16}|[IN]")  # a float, a long integer, Infinity/NaN
+# json.dumps builds an encoder per call; one shared encoder saves that on the hot path.
+_SORTED = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def canonical_parsed(value: Any) -> bytes:
@@ -112,41 +114,56 @@ def canonical_parsed(value: Any) -> bytes:
     above U+E000 (code-point and UTF-16 key order can differ there) or a lone surrogate;
     any of those, or any doubt, goes to the general canonicaliser. This is the hot path of
     verifying a long log."""
-    try:
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    except (TypeError, ValueError, RecursionError):
-        return canonical_json(value)
-    if (text.isascii() or max(text) < "\ue000") \
-            and not _NOT_PLAIN.search(_QUOTED.sub("", text)):
+    return _canonical_text(value, True).encode("utf-8")
+
+
+def _canonical_text(value: Any, parsed: bool) -> str:
+    """The canonical JSON of `value` as text (see canonical_parsed for `parsed`)."""
+    if parsed:
         try:
-            return text.encode("utf-8")
-        except UnicodeEncodeError:
-            pass
-    return canonical_json(value)
+            text = _SORTED.encode(value)
+        except (TypeError, ValueError, RecursionError):
+            text = None
+        if text is not None and (text.isascii() or max(text) < "\ue000") \
+                and not _NOT_PLAIN.search(_QUOTED.sub("", text)):
+            if text.isascii():
+                return text
+            try:
+                text.encode("utf-8")  # a lone surrogate cannot be encoded
+                return text
+            except UnicodeEncodeError:
+                pass
+    return canonical_json(value).decode("utf-8")
+
+
+def _record_parts(record: dict, parsed: bool) -> tuple[str, str]:
+    """The canonical text of a record without `hash`, split where `hash` sorts in (after
+    `handoff_id`, before `prev`), so the same text also gives the record's stored form.
+
+    Checkpoint and result records of valid shape have fixed ASCII member names and
+    digest strings, so only `state`/`result` go through a canonicaliser."""
+    head = '{"fence":' + _number(record["fence"]) + ',"handoff_id":"' + record["handoff_id"] \
+        + '"'
+    if "seq" in record:  # a checkpoint record, members in JCS order
+        tail = (',"prev":"' + record["prev"] + '","seq":' + _number(record["seq"])
+                + ',"spend":' + _number(record["spend"])
+                + ',"state":' + _canonical_text(record["state"], parsed) + "}")
+    else:
+        tail = (',"prev":"' + record["prev"] + '","result":'
+                + _canonical_text(record["result"], parsed) + "}")
+    return head, tail
+
+
+def _digest(head: str, tail: str) -> str:
+    return "sha256:" + hashlib.sha256((head + tail).encode("utf-8")).hexdigest()
 
 
 def record_hash(record: dict, *, parsed: bool = False) -> str:
-    """The hash a record must carry: JCS + SHA-256 of the record without `hash`.
-
-    Checkpoint and result records of valid shape have fixed ASCII member names and
-    digest strings, so only `state`/`result` go through a canonicaliser; the result is
-    byte-identical to `sha256_of(record without hash)`. `parsed=True` promises the record
-    came from a JSON parser, which allows the fast canonicaliser.
+    """The hash a record must carry: JCS + SHA-256 of the record without `hash`; for a
+    record of valid shape byte-identical to `sha256_of(record without hash)`. `parsed=True`
+    promises the record came from a JSON parser, which allows the fast canonicaliser.
     """
-    canon = canonical_parsed if parsed else canonical_json
-    if "seq" in record:  # a checkpoint record, members in JCS order
-        text = (b'{"fence":' + _number(record["fence"]).encode()
-                + b',"handoff_id":"' + record["handoff_id"].encode()
-                + b'","prev":"' + record["prev"].encode()
-                + b'","seq":' + _number(record["seq"]).encode()
-                + b',"spend":' + _number(record["spend"]).encode()
-                + b',"state":' + canon(record["state"]) + b"}")
-    else:
-        text = (b'{"fence":' + _number(record["fence"]).encode()
-                + b',"handoff_id":"' + record["handoff_id"].encode()
-                + b'","prev":"' + record["prev"].encode()
-                + b'","result":' + canon(record["result"]) + b"}")
-    return "sha256:" + hashlib.sha256(text).hexdigest()
+    return _digest(*_record_parts(record, parsed))
 
 
 def verify_record(record: Any) -> None:
@@ -156,13 +173,16 @@ def verify_record(record: Any) -> None:
     _check_hash(record, "checkpoint")
 
 
-def _check_hash(record: dict, what: str, parsed: bool = False) -> None:
-    expected = record_hash(record, parsed=parsed)
+def _check_hash(record: dict, what: str, parsed: bool = False) -> str:
+    """Verify the record's hash; return the record's canonical JSON text (hash included)."""
+    head, tail = _record_parts(record, parsed)
+    expected = _digest(head, tail)
     if record["hash"] != expected:
         raise IntegrityError(
             f"{what} hash {record['hash']} does not match its content (expected {expected}): "
             "the record was changed", requirement="DHP-CKP-005",
             details={"expected": expected, "found": record["hash"]})
+    return head + ',"hash":"' + expected + '"' + tail
 
 
 # --- the chain -------------------------------------------------------------------------------
@@ -191,9 +211,9 @@ class ChainVerifier:
         if self.has_result:
             raise IntegrityError("checkpoint after the result record: the chain is closed",
                                  requirement="DHP-CKP-008")
-        check_checkpoint_shape(record)
+        self._verify_shape(record, check_checkpoint_shape)
         self._check_owner(record, "checkpoint")
-        _check_hash(record, f"checkpoint seq {record['seq']}", self.parsed)
+        self._verify_hash(record, f"checkpoint seq {record['seq']}")
         seq, want = record["seq"], self.last_seq + 1
         if seq != want:
             if seq <= self.last_seq:
@@ -217,10 +237,10 @@ class ChainVerifier:
         if self.has_result:
             raise IntegrityError("a second result record: a handoff completes once",
                                  requirement="DHP-RES-003")
-        check_result_shape(record)
+        self._verify_shape(record, check_result_shape)
         try:
             self._check_owner(record, "result")
-            _check_hash(record, "result", self.parsed)
+            self._verify_hash(record, "result")
             self._check_prev(record, "the result")
             self._check_fence(record, "the result")
         except IntegrityError as exc:  # the result record's rules are DHP-RES-005's
@@ -230,6 +250,15 @@ class ChainVerifier:
         self.last_hash = record["hash"]
         self.last_fence = record["fence"]
         return self.last_hash
+
+    # Two hooks, so a subclass can skip a shape its caller checked already or keep the
+    # record's canonical text (what `_verify_hash` returns) instead of encoding it again.
+    def _verify_shape(self, record: Any, check: Any) -> None:
+        check(record)
+
+    def _verify_hash(self, record: dict, what: str) -> str:
+        """Check the record's hash; return the record's canonical JSON text, hash included."""
+        return _check_hash(record, what, self.parsed)
 
     def _check_owner(self, record: dict, what: str) -> None:
         if record["handoff_id"] != self.handoff_id:

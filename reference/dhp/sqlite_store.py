@@ -167,11 +167,14 @@ class SQLiteTx(Tx):
             (handoff_id,)).fetchone()
         return json.loads(found[0]) if found else None
 
-    def append_checkpoint(self, record: dict) -> None:
-        self.conn.execute("INSERT INTO checkpoints (handoff_id, seq, fence, record) "
-                          "VALUES (?, ?, ?, ?)",
-                          (record["handoff_id"], record["seq"], record["fence"],
-                           _dumps(record)))
+    def append_checkpoint(self, record: dict, *, text: str | None = None) -> None:
+        self.append_checkpoints([(record, text)])
+
+    def append_checkpoints(self, records: list[tuple[dict, str | None]]) -> None:
+        self.conn.executemany("INSERT INTO checkpoints (handoff_id, seq, fence, record) "
+                              "VALUES (?, ?, ?, ?)",
+                              [(r["handoff_id"], r["seq"], r["fence"],
+                                _dumps(r) if text is None else text) for r, text in records])
 
     def checkpoints(self, handoff_id: str) -> list[dict]:
         rows = self.conn.execute(

@@ -60,6 +60,9 @@ class _Chain:
     last_fence: int = 0
     fences: int = 0
     spend: float = 0
+    # The verifier of the record being ingested (set by _continue): its last_text is what
+    # the store keeps, already canonical, so the record is not encoded a second time.
+    verifier: _IngestVerifier | None = None
 
     def add(self, record: dict) -> None:
         if record["fence"] != self.last_fence:
@@ -70,13 +73,15 @@ class _Chain:
 
 
 class _Batch:
-    """Rows and chains read once per transaction; records written back at the end."""
+    """Rows and chains read once per transaction; new checkpoints and records written at the
+    end (the checkpoints in one statement)."""
 
     def __init__(self, ingest: Ingest, tx: Any, now: float):
         self.ingest, self.tx, self.now = ingest, tx, now
         self.rows: dict[str, dict | None] = {}
         self.chains: dict[str, _Chain] = {}
         self.dirty: set[str] = set()
+        self.appends: list[tuple[dict, str | None]] = []
 
     def row(self, hid: str) -> dict | None:
         if hid not in self.rows:
@@ -96,6 +101,7 @@ class _Batch:
         return self.chains[hid]
 
     def flush(self) -> None:
+        self.tx.append_checkpoints(self.appends)
         for hid in self.dirty:
             self.tx.put_record(hid, self.rows[hid]["record"], None)
 
@@ -232,7 +238,7 @@ class Ingest:
                            requirement="DHP-TRN-019")
         _continue(stored, hid, parsed).add(record)  # hash, seq, prev, fence (DHP-CKP-002..008)
         _check_peer_state(row, record["fence"], batch.now)
-        batch.tx.append_checkpoint(record)
+        batch.appends.append((record, stored.verifier.last_text))  # written by flush()
         stored.add(record)
         # In place: the row is this transaction's own copy, written back once by flush().
         mine = row["record"]
@@ -300,10 +306,24 @@ class Ingest:
             self._cache.popitem(last=False)
 
 
+class _IngestVerifier(chain.ChainVerifier):
+    """The chain verifier of ingest: the caller has checked each record's shape already, and
+    the canonical text that was hashed is kept (`last_text`) for the store to write."""
+
+    last_text: str | None = None
+
+    def _verify_shape(self, record: Any, check: Any) -> None:
+        pass  # ingest checked it before looking the chain up
+
+    def _verify_hash(self, record: dict, what: str) -> str:
+        self.last_text = super()._verify_hash(record, what)
+        return self.last_text
+
+
 def _continue(stored: _Chain, hid: str, parsed: bool) -> chain.ChainVerifier:
     """A verifier positioned after the stored chain, so the next record is checked by the
-    same code that verifies whole chains."""
-    verifier = chain.ChainVerifier(hid, parsed=parsed)
+    same code that verifies whole chains (its shape was checked by the caller)."""
+    verifier = stored.verifier = _IngestVerifier(hid, parsed=parsed)
     if stored.hashes:
         verifier.last_seq = len(stored.hashes)
         verifier.last_hash = stored.hashes[-1]
