@@ -69,6 +69,7 @@ def _ours_job(port: int, tls: str, buffer: str, count: int, size: int, tag: str)
     connection); run ships `count` checkpoints of another handoff and waits for every ack."""
     from dhp import chain, net
     from dhp.envelope import make_envelope, make_intent
+    from dhp.shipper import NetShipper
 
     def chain_of(name: str, n: int):
         env = make_envelope(make_intent("bench.ship", {"tag": name}, C.OUTPUT_SCHEMA))
@@ -82,7 +83,7 @@ def _ours_job(port: int, tls: str, buffer: str, count: int, size: int, tag: str)
     warm_env, warm_recs = chain_of(f"{tag}-warm", 10)
     env, recs = chain_of(tag, count)
     ctx = net.client_ssl_context(tls.split(",")[0]) if tls else None
-    ship = net.NetShipper("127.0.0.1", port, local_logpath=buffer, secret=SECRET,
+    ship = NetShipper("127.0.0.1", port, local_logpath=buffer, secret=SECRET,
                           ssl_context=ctx)
 
     def warm() -> None:

@@ -13,6 +13,7 @@ import time
 import pytest
 from dhp import api, chain, net
 from dhp.errors import IntegrityError, InvalidInput, NotFound
+from dhp.shipper import NetShipper, connect
 from dhp.store import Store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -37,7 +38,7 @@ def server(tmp_path):
 
 def shipper(tmp_path, port, name="buf", **kw):
     kw.setdefault("secret", SECRET)
-    return net.NetShipper("127.0.0.1", port, local_logpath=tmp_path / f"{name}.jsonl", **kw)
+    return NetShipper("127.0.0.1", port, local_logpath=tmp_path / f"{name}.jsonl", **kw)
 
 
 def snapshot(store) -> list:
@@ -184,7 +185,7 @@ def test_short_or_odd_secrets_are_refused(tmp_path, bad):
         net.TransportServer(tmp_path / "p", port=0, secret=bad)
     assert info.value.requirement == "DHP-TRN-013"
     with pytest.raises(InvalidInput):
-        net.NetShipper("127.0.0.1", 1, local_logpath=tmp_path / "b", secret=bad)
+        NetShipper("127.0.0.1", 1, local_logpath=tmp_path / "b", secret=bad)
 
 
 def test_secret_file_loses_its_trailing_newline(tmp_path):
@@ -637,10 +638,10 @@ def test_tls_ships_and_refuses_plaintext_and_unverified_certificates(tmp_path, c
         assert b"challenge" not in reply
         # verification is on by default: the system trust store does not know this cert
         with pytest.raises(ssl.SSLCertVerificationError):
-            net.connect("127.0.0.1", srv.port, SECRET, ssl_context=net.client_ssl_context())
+            connect("127.0.0.1", srv.port, SECRET, ssl_context=net.client_ssl_context())
         # and the host name is checked
         with pytest.raises(ssl.SSLCertVerificationError):
-            net.connect("127.0.0.1", srv.port, SECRET, server_hostname="elsewhere.example",
+            connect("127.0.0.1", srv.port, SECRET, server_hostname="elsewhere.example",
                         ssl_context=net.client_ssl_context(certfile))
 
 
@@ -652,9 +653,9 @@ def test_mutual_tls_requires_a_client_certificate(tmp_path, cert):
     with net.TransportServer(tmp_path / "peer", port=0, secret=SECRET,
                              ssl_context=context) as srv:
         with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
-            sock, reader, _ = net.connect("127.0.0.1", srv.port, SECRET,
+            sock, reader, _ = connect("127.0.0.1", srv.port, SECRET,
                                           ssl_context=net.client_ssl_context(certfile))
-        sock, reader, challenge = net.connect(
+        sock, reader, challenge = connect(
             "127.0.0.1", srv.port, SECRET, ssl_context=net.client_ssl_context(
                 certfile, certfile=client_cert[0], keyfile=client_cert[1]))
         assert challenge["version"] == "1.0"

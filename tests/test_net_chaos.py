@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from dhp import api, chain, net
 from dhp.errors import IntegrityError
+from dhp.shipper import NetShipper
 from dhp.store import Store
 from transport_helpers import (
     HERE,
@@ -124,7 +125,7 @@ def test_server_killed_restarted_and_connections_cut_while_shipping(tmp_path):
     server = ServerProcess(peer, secret_file(tmp_path))
     proxy = Proxy(server.port)
     acked_ids: list[int] = []
-    ship = net.NetShipper("127.0.0.1", proxy.port, local_logpath=tmp_path / "buf.jsonl",
+    ship = NetShipper("127.0.0.1", proxy.port, local_logpath=tmp_path / "buf.jsonl",
                           secret=SECRET, backoff=(0.01, 0.1), timeout=3,
                           on_ack=lambda i, dup: acked_ids.append(i))
     env = envelope("restarts")

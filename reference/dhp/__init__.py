@@ -43,7 +43,8 @@ from .errors import (
     Unavailable,
     UnsupportedVersion,
 )
-from .net import NetShipper, TransportServer
+from .net import TransportServer
+from .shipper import NetShipper
 from .transport import FileShipper, ingest_folder
 
 PROTOCOL_VERSION = "1.0"

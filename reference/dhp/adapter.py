@@ -15,7 +15,7 @@ their exact instants. `supervise` runs one pass of this process's dhp.supervisor
 which keeps its leadership between passes like a long-running supervisor does.
 
 The feature transport (DHP-ADP-016..019): `transport_serve` runs a dhp.net.TransportServer on
-this process's store, `ship` queues a handoff in a dhp.net.NetShipper (one per destination,
+this process's store, `ship` queues a handoff in a dhp.shipper.NetShipper (one per destination,
 its buffer under the data folder), `transport_flush` waits for the acknowledgements.
 """
 
@@ -31,6 +31,7 @@ from typing import Any
 from . import __version__, api, net, operations
 from .canonical import parse_json
 from .errors import Conflict, DHPError, InvalidInput, Unavailable
+from .shipper import NetShipper
 from .supervisor import Supervisor
 
 PROTOCOL = "1"
@@ -62,7 +63,7 @@ class Adapter:
         self.process = "adapter"
         self.data: Path | None = None
         self.server: net.TransportServer | None = None
-        self.shippers: dict[tuple[str, int], net.NetShipper] = {}
+        self.shippers: dict[tuple[str, int], NetShipper] = {}
 
     # --- handshake -------------------------------------------------------------------------
     def cmd_hello(self, args: dict) -> dict:
@@ -231,7 +232,7 @@ class Adapter:
             tls = args.get("tls")
             context = None if tls is None else net.client_ssl_context(tls.get("ca"))
             buffer = self.data / "transport" / f"ship-{host}-{port}.buffer"
-            shipper = net.NetShipper(host, port, local_logpath=buffer, secret=args["secret"],
+            shipper = NetShipper(host, port, local_logpath=buffer, secret=args["secret"],
                                      ssl_context=context, name=self.process)
             self.shippers[(host, port)] = shipper
         hid = args["handoff_id"]

@@ -6,7 +6,7 @@ delay between requests; the demo sends it SIGKILL right after the checkpoint of 
 
 The default run is the whole story across two hosts. Host A and host B are two processes with
 two data folders and nothing shared. The worker on A checkpoints into A's store and ships
-every checkpoint over TCP (`dhp.net.NetShipper`, HMAC-authenticated with a shared secret) to
+every checkpoint over TCP (`dhp.shipper.NetShipper`, HMAC-authenticated with a shared secret) to
 the transport server that host B's process runs on B's store. The SIGKILL comes right after B
 has made checkpoint 20 durable and acknowledged it; then A's whole data folder is deleted, and
 B is told that host A is lost. B takes over at once: its copy of the handoff is orphaned (a
@@ -195,11 +195,12 @@ def worker_main(argv: list[str]) -> int:
 
 
 def _shipper(args: argparse.Namespace) -> Any:
-    from . import net
+    from .net import load_secret
+    from .shipper import NetShipper
 
     host, _, port = args.ship_to.rpartition(":")
-    return net.NetShipper(host, int(port), local_logpath=args.ship_buffer,
-                          secret=net.load_secret(args.secret_file), name=args.worker_id)
+    return NetShipper(host, int(port), local_logpath=args.ship_buffer,
+                      secret=load_secret(args.secret_file), name=args.worker_id)
 
 
 def host_b(args: argparse.Namespace) -> int:

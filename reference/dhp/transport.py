@@ -377,7 +377,7 @@ class FileShipper:
     network peer, so there is nothing to buffer). Safe for several processes and threads
     writing the same folder: appends to one file are serialised by an exclusive lock, and a
     record that does not continue the file's chain is refused, so a stale worker cannot fork
-    the log. The same methods as `dhp.net.NetShipper`, so either can be given to the SDK."""
+    the log. The same methods as `dhp.shipper.NetShipper`, so either can be given to the SDK."""
 
     def __init__(self, folder: str | os.PathLike, *, fsync: bool = True):
         self.folder = Path(folder)

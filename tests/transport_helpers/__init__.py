@@ -15,6 +15,7 @@ from pathlib import Path
 
 from dhp import chain, net
 from dhp.envelope import make_envelope, make_intent
+from dhp.shipper import connect
 
 SECRET = b"transport-test-secret-0123456789"
 HERE = Path(__file__).resolve().parent
@@ -58,7 +59,7 @@ class RawClient:
             self.sock = socket.create_connection((host, port), timeout=timeout)
             self.reader = net._Reader(self.sock, net.DEFAULT_MAX_FRAME)
         else:
-            self.sock, self.reader, self.challenge = net.connect(host, port, secret,
+            self.sock, self.reader, self.challenge = connect(host, port, secret,
                                                                  timeout=timeout)
 
     def send(self, *frames) -> None:

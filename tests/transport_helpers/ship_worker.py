@@ -15,7 +15,8 @@ from __future__ import annotations
 import sys
 import threading
 
-from dhp import api, net, operations
+from dhp import api, operations
+from dhp.shipper import NetShipper
 
 from transport_helpers import SECRET
 
@@ -33,7 +34,7 @@ def main() -> None:
         if what is not None:
             print(f"ack {what}", flush=True)
 
-    shipper = net.NetShipper("127.0.0.1", int(port), local_logpath=buffer, secret=SECRET,
+    shipper = NetShipper("127.0.0.1", int(port), local_logpath=buffer, secret=SECRET,
                              backoff=(0.01, 0.2), on_ack=on_ack)
     row = operations.get_row(store, hid)
     done = row["result"]
