@@ -371,3 +371,14 @@ def test_every_raised_error_is_a_typed_protocol_error(store):
     for exc in raised:
         assert schemas.errors("error", exc.to_dict()) == []
         assert exc.definite
+
+
+@pytest.mark.covers("DHP-CJ-007", "DHP-CKP-002")
+def test_a_state_that_is_not_json_is_refused_and_nothing_is_stored(store):
+    ctx = dhp.claim(store, _dispatch(store, n=41), "w1")
+    with pytest.raises(InvalidInput, match=r"\$\.state\.bad"):
+        ctx.checkpoint({"bad": {1, 2}})
+    assert dhp.checkpoints(store, ctx.handoff_id) == []
+    assert dhp.status(store, ctx.handoff_id)["steps"] == 0
+    assert ctx.checkpoint({"ok": True})["seq"] == 1  # the lease is kept, the chain starts at 1
+    ctx.release()
