@@ -423,18 +423,27 @@ class TransportServer:
         self._reject(peer, session, f"{exc.code}: {exc.message}")
         _send(sock, _error_frame(exc))
 
+    def _before_auth(self, sock: socket.socket, reader: _Reader, peer: str, session: str,
+                     kind: str, why: str) -> dict | None:
+        """The next handshake frame, which must be of `kind`; anything else refuses the
+        connection (DHP-TRN-006) and gives None."""
+        try:
+            frame = parse(reader.one())
+            if not isinstance(frame, dict) or frame.get("type") != kind:
+                raise InvalidInput(f"{why}; nothing is accepted before authentication",
+                                   requirement="DHP-TRN-006")
+            return check_frame(frame, kind)
+        except InvalidInput as exc:
+            self._refuse(sock, peer, session, exc)
+            return None
+
     def _handshake(self, sock: socket.socket, reader: _Reader, peer: str,
                    session: str) -> str | None:
         """hello -> challenge -> auth -> welcome (DHP-TRN-004..006). Returns the shipper's
         name, or None after refusing the connection."""
-        try:
-            hello = parse(reader.one())
-            if not isinstance(hello, dict) or hello.get("type") != "hello":
-                raise InvalidInput("the first frame of a connection must be hello; nothing is "
-                                   "accepted before authentication", requirement="DHP-TRN-006")
-            check_frame(hello, "hello")
-        except InvalidInput as exc:
-            self._refuse(sock, peer, session, exc)
+        hello = self._before_auth(sock, reader, peer, session, "hello",
+                                  "the first frame of a connection must be hello")
+        if hello is None:
             return None
         version = next((v for v in VERSIONS if v in hello["versions"]), None)
         if version is None:
@@ -446,14 +455,8 @@ class TransportServer:
         _send(sock, {"type": "challenge", "version": version, "nonce": nonce,
                      "proof": proof(self.secret, "server", version, hello["nonce"], nonce),
                      "max_frame": self.max_frame})
-        try:
-            auth = parse(reader.one())
-            if not isinstance(auth, dict) or auth.get("type") != "auth":
-                raise InvalidInput("expected the auth frame; nothing is accepted before "
-                                   "authentication", requirement="DHP-TRN-006")
-            check_frame(auth, "auth")
-        except InvalidInput as exc:
-            self._refuse(sock, peer, session, exc)
+        auth = self._before_auth(sock, reader, peer, session, "auth", "expected the auth frame")
+        if auth is None:
             return None
         expected = proof(self.secret, "client", version, hello["nonce"], nonce)
         if not hmac.compare_digest(expected, auth["proof"]):
