@@ -250,3 +250,77 @@ def test_dhp_chaos_runs_for_the_given_time(tmp_path):
     assert "PASS history:checkpoint-durable" in proc.stdout
     assert "verdict: PASS" in proc.stdout
     assert 3 <= time.monotonic() - started < 60
+
+
+# Reads two requests, then answers them in the opposite order.
+REVERSED = """
+import json, sys
+first, second = (json.loads(sys.stdin.readline()) for _ in range(2))
+for request in (second, first):
+    print(json.dumps({"id": request["id"], "ok": True, "data": {"op": request["op"]}}),
+          flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.covers("DHP-ADP-012")
+def test_overlapping_requests_may_be_answered_in_any_order(tmp_path):
+    from dhp_conform.process import AdapterProcess
+
+    proc = AdapterProcess("reversed", [sys.executable, "-c", REVERSED], tmp_path / "err.log")
+    proc.start()
+    try:
+        first, second = proc.send("status", {}), proc.send("result", {})
+        assert first.wait(5)["data"] == {"op": "status"}
+        assert second.wait(5)["data"] == {"op": "result"}
+        assert proc.broken is None
+    finally:
+        proc.close()
+
+
+# The reference adapter behind a proxy that loses the first answer to a checkpoint and to a
+# complete: each write takes effect in the store, then the process dies before answering.
+LOSSY = """
+import json, os, subprocess, sys
+child = subprocess.Popen([sys.executable, "-m", "dhp.adapter"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+for line in sys.stdin:
+    child.stdin.write(line)
+    child.stdin.flush()
+    answer = child.stdout.readline()
+    marker = os.path.join({folder!r}, json.loads(line)["op"])
+    if os.path.basename(marker) in ("checkpoint", "complete") and not os.path.exists(marker):
+        open(marker, "w").close()
+        os._exit(9)
+    sys.stdout.write(answer)
+    sys.stdout.flush()
+"""
+
+
+@pytest.mark.covers("DHP-ERR-004")
+def test_after_an_unknown_outcome_the_kit_reads_before_it_writes_again(tmp_path):
+    from dhp_conform.harness import Harness
+    from dhp_conform.suites import chaos
+    from dhp_conform.suites.base import Check, Ctx, Run
+
+    impl = _script(tmp_path, "lossy", LOSSY.format(folder=str(tmp_path)))
+    run = Run(Harness(impl, tmp_path / "run"), seed=3, quick=True)
+    ctx = Ctx(run, Check("chaos", "lossy", [], lambda ctx: None))
+    try:
+        stats = chaos.workload(ctx, workers=1, handoffs=1, faults=0, seconds=0)
+    finally:
+        for sc in ctx.scenarios:
+            sc.close()
+    assert stats["completed"] == 1 and run.harness.adapter_errors == []
+    assert all(r["status"] == "PASS" for r in run.results), run.results
+    events = ctx.scenarios[0].events()
+    unknown = {e["invoke"] for e in events if e["type"] == "info"}
+    invokes = [e for e in events if e["type"] == "invoke"]
+    lost = {e["op"]: e for e in invokes if e["index"] in unknown}
+    assert set(lost) == {"checkpoint", "complete"}
+    # The checkpoint that took effect is read back (recover's last_checkpoint), not repeated:
+    steps = [e["args"]["state"]["step"] for e in invokes if e["op"] == "checkpoint"]
+    assert steps == list(range(1, chaos.STEPS + 1))
+    # and the complete that took effect is found by a status read, not sent again.
+    assert [e for e in invokes if e["op"] == "complete"] == [lost["complete"]]
+    assert any(e["op"] == "status" and e["index"] > lost["complete"]["index"] for e in invokes)

@@ -111,3 +111,30 @@ def test_suite_is_registered_and_in_the_default_run(suite):
     checks = SUITES[suite].CHECKS
     assert all(c.feature in ("transport", "transport-tls") for c in checks)
     assert not any(c.timing for c in checks)  # runs beside other checks, in --quick too
+
+
+@pytest.mark.covers("DHP-ADP-020")
+def test_the_reference_adapter_serves_with_the_max_frame_asked_for(tmp_path):
+    """The kit asks transport_serve for a small max_frame so its oversized frame stays small;
+    the reference's server must announce exactly that in its challenge."""
+    import json
+
+    from dhp.adapter import Adapter
+    from dhp.shipper import connect
+
+    secret = "adapter-max-frame-secret-0123456"
+    adapter = Adapter()
+
+    def call(op, args):
+        return adapter.handle(json.dumps({"id": 1, "op": op, "args": args}))
+
+    assert call("init", {"data": str(tmp_path / "data"), "ttl": 5.0})["ok"]
+    served = call("transport_serve", {"secret": secret, "max_frame": 70000})
+    try:
+        assert served["ok"] and served["data"]["max_frame"] == 70000, served
+        sock, _, challenge = connect("127.0.0.1", served["data"]["port"], secret.encode())
+        sock.close()
+        assert challenge["max_frame"] == 70000
+    finally:
+        assert call("transport_stop", {})["ok"]
+        adapter.store.close()

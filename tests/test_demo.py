@@ -39,7 +39,7 @@ def _check_csv(out, first: str, second: str) -> None:
         assert int(r["bytes"]) == len(body)
 
 
-@pytest.mark.covers("DHP-TRN-017", "DHP-TRN-020", "DHP-CKP-010", "DHP-FEN-001")
+@pytest.mark.covers("DHP-TRN-017", "DHP-TRN-020", "DHP-CKP-010", "DHP-FEN-001", "DHP-TRN-012")
 def test_two_host_demo_is_green_after_host_a_is_destroyed(tmp_path):
     out, work = tmp_path / "pages.csv", tmp_path / "work"
     story = _run_demo("--out", str(out), "--store", str(work))
@@ -73,6 +73,10 @@ def test_two_host_demo_is_green_after_host_a_is_destroyed(tmp_path):
         store_b.close()
     assert f"pages CSV: {out}" in story
     _check_csv(out, "host-a-worker", "host-b-standby")
+    # The secret the demo made for the hosts: 32 random bytes, in a file for its owner only.
+    secret = work / "host-b" / "secret"
+    assert len(bytes.fromhex(secret.read_text())) == 32
+    assert secret.stat().st_mode & 0o777 == 0o600
 
 
 @pytest.mark.covers("DHP-LSE-005", "DHP-CKP-009", "DHP-CKP-010", "DHP-FEN-001")

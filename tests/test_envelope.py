@@ -158,3 +158,55 @@ def test_id_mismatch_is_an_integrity_error_with_both_ids():
     assert caught.value.details == {"stated": other["handoff_id"],
                                     "computed": envelope["handoff_id"]}
     assert caught.value.definite is True
+
+
+@pytest.mark.covers("DHP-SEC-003")
+def test_output_schema_references_outside_it_are_refused_never_fetched(tmp_path):
+    import http.server
+    import threading
+
+    fetched = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the name http.server calls
+            fetched.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"type": "string"}')
+
+        def log_message(self, *args):
+            pass
+
+    web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=web.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    (tmp_path / "s.json").write_text('{"type": "string"}')
+    store = dhp.Store(tmp_path / "store")
+    try:
+        for ref in (f"http://127.0.0.1:{web.server_port}/s.json", (tmp_path / "s.json").as_uri(),
+                    "s.json", "#/$defs/missing"):
+            schema = {"type": "object", "properties": {"n": {"$ref": ref}}}
+            with pytest.raises(dhp.InvalidInput) as caught:  # a dispatcher's schema
+                dhp.dispatch(store, "t", {}, schema)
+            assert caught.value.requirement == "DHP-SEC-003" and ref in caught.value.message
+            intent = {"dhp": "1.0", "task_kind": "t", "inputs": {}, "output_schema": schema,
+                      "budget": {}}
+            with pytest.raises(dhp.InvalidInput):  # and one that arrives in an envelope
+                check_envelope({"dhp": "1.0", "handoff_id": dhp.handoff_id(intent),
+                                "intent": intent})
+        assert fetched == []
+        # References inside the schema, by pointer, anchor or embedded $id, still resolve.
+        inside = {"$id": "https://example.com/out", "type": "object", "$defs": {
+            "n": {"type": "integer"}, "s": {"$anchor": "text", "type": "string"},
+            "e": {"$id": "e.json", "enum": ["x"]}},
+            "properties": {"n": {"$ref": "#/$defs/n"}, "s": {"$ref": "#text"},
+                           "e": {"$ref": "e.json"}}}
+        hid = dhp.dispatch(store, "t", {}, inside)
+        with dhp.claim(store, hid, "w") as ctx:
+            with pytest.raises(dhp.SchemaViolation) as caught:
+                ctx.complete({"n": "1", "s": 2, "e": "y"})
+            assert [d["path"] for d in caught.value.details] == ["$.e", "$.n", "$.s"]
+            ctx.complete({"n": 1, "s": "2", "e": "x"})
+    finally:
+        store.close()
+        web.shutdown()
+        web.server_close()

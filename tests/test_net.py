@@ -4,16 +4,23 @@ ingest, the shipper's buffer, TLS, fuzzing, and many shippers at once (spec: tra
 from __future__ import annotations
 
 import copy
+import hmac
+import inspect
+import itertools
+import logging
 import os
+import random
+import select
 import socket
 import ssl
 import threading
 import time
 
+import dhp.shipper as shipper_module
 import pytest
 from dhp import api, chain, net
 from dhp.errors import IntegrityError, InvalidInput, NotFound
-from dhp.shipper import NetShipper, connect
+from dhp.shipper import NetShipper, backoff, connect
 from dhp.store import Store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,9 +28,11 @@ from transport_helpers import (
     SECRET,
     FakeServer,
     RawClient,
+    ServerProcess,
     envelope,
     frame,
     make_cert,
+    make_signed_cert,
     records,
     result_record,
 )
@@ -142,6 +151,92 @@ def test_replayed_proof_from_another_connection_is_refused(server):
     second.send({"type": "auth", "proof": good})
     assert second.answers(1)[0]["error"]["code"] == "integrity_error"
     first.close()
+
+
+@pytest.mark.covers("DHP-TRN-008")
+def test_both_ends_compare_proofs_in_constant_time(server, monkeypatch):
+    compared = []
+    real = hmac.compare_digest
+
+    def spy(a, b):
+        compared.append((a, b))
+        return real(a, b)
+
+    monkeypatch.setattr(hmac, "compare_digest", spy)
+    # The shipper's end checks the server's proof Ps with it...
+    client = RawClient(server.port)
+    server_proof = client.challenge["proof"]
+    assert (server_proof, server_proof) in compared
+    client.close()
+    # ...and the server's end the shipper's proof Pc, here a wrong one.
+    raw = RawClient(server.port, None)
+    nonce = "ab" * 32
+    raw.send({"type": "hello", "versions": ["1.0"], "nonce": nonce})
+    (challenge,) = raw.answers(1)
+    raw.send({"type": "auth", "proof": "00" * 32})
+    assert raw.answers(1)[0]["error"]["code"] == "integrity_error"
+    expected = net.proof(SECRET, "client", "1.0", nonce, challenge["nonce"])
+    assert (expected, "00" * 32) in compared
+    assert raw.closed()
+
+
+def _seconds_until_closed(sock: socket.socket, dribble: bytes = b"", limit: float = 5.0):
+    """How long the server keeps `sock` open while we send `dribble` a byte per 50 ms (None if
+    still open after `limit` seconds)."""
+    started = time.monotonic()
+    try:
+        for i in itertools.count():
+            if select.select([sock], [], [], 0.05)[0] and sock.recv(4096) == b"":
+                break
+            if time.monotonic() - started > limit:
+                return None
+            if i < len(dribble):
+                sock.sendall(dribble[i:i + 1])
+    except OSError:  # reset: closed too
+        pass
+    return time.monotonic() - started
+
+
+@pytest.mark.covers("DHP-TRN-008")
+def test_a_handshake_not_completed_in_time_is_cut_off(tmp_path):
+    default = inspect.signature(net.TransportServer).parameters["handshake_timeout"].default
+    assert default == 10
+    with net.TransportServer(tmp_path / "peer", port=0, secret=SECRET,
+                             handshake_timeout=0.3) as srv:
+        silent = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        # Each byte comes well within the limit; the handshake as a whole does not.
+        slow = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        hello = net.encode({"type": "hello", "versions": ["1.0"], "nonce": "ab" * 32})
+        took = _seconds_until_closed(slow, hello)
+        assert took is not None and took < 2, f"a dribbled hello held the connection {took} s"
+        assert _seconds_until_closed(silent, limit=2) is not None
+        silent.close()
+        slow.close()
+        assert srv.stats["rejected_connections"] == 2
+        # a handshake that completes in time is not cut off afterwards
+        client = RawClient(srv.port)
+        time.sleep(0.5)
+        client.send(frame("envelope", 0, envelope()))
+        assert client.answers(1)[0]["type"] == "ack"
+        client.close()
+
+
+@pytest.mark.covers("DHP-TRN-012")
+def test_a_secret_file_open_to_others_is_warned_about(tmp_path, caplog):
+    path = tmp_path / "secret"
+    path.write_bytes(SECRET + b"\n")
+    os.chmod(path, 0o600)
+    with caplog.at_level(logging.WARNING, logger="dhp.transport"):
+        assert net.load_secret(path) == SECRET
+    assert caplog.records == []
+    os.chmod(path, 0o640)
+    with caplog.at_level(logging.WARNING, logger="dhp.transport"):
+        assert net.load_secret(path) == SECRET
+    (warning,) = caplog.records
+    assert "mode 640" in warning.getMessage() and "chmod 600" in warning.getMessage()
+    # dhp-transport says so on stderr when it starts, even with -q
+    server = ServerProcess(tmp_path / "peer", str(path))
+    assert "accessible to group or others" in server.stop()
 
 
 @pytest.mark.covers("DHP-TRN-007", "DHP-TRN-005")
@@ -547,6 +642,38 @@ def test_an_unknown_outcome_is_sent_again(tmp_path):
     assert calls == [frame_id, frame_id, frame_id] and ship.acked == 1
 
 
+@pytest.mark.covers("DHP-TRN-022")
+def test_reconnect_waits_grow_exponentially_randomised_and_capped(tmp_path, monkeypatch):
+    steps = [0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0, 2.0]
+    waits = list(itertools.islice(backoff(0.05, 2.0, random.Random(7)), len(steps)))
+    for wait, step in zip(waits, steps, strict=True):
+        assert step / 2 <= wait <= step
+    assert len({round(w / s, 9) for w, s in zip(waits, steps, strict=True)}) > 1, \
+        "every wait is the same fraction of its step: not randomised"
+    assert waits != list(itertools.islice(backoff(0.05, 2.0, random.Random(8)), len(steps)))
+    # The shipper draws the waits between its attempts from it, with its own bounds.
+    drawn = []
+
+    def recording(first, cap, rng=None):
+        for wait in backoff(first, cap, rng):
+            drawn.append((first, cap, wait))
+            yield wait
+
+    monkeypatch.setattr(shipper_module, "backoff", recording)
+    probe = socket.create_server(("127.0.0.1", 0))
+    dead_port = probe.getsockname()[1]
+    probe.close()
+    ship = shipper(tmp_path, dead_port, backoff=(0.01, 0.04))
+    ship.ship_envelope(envelope())
+    deadline = time.monotonic() + 5
+    while len(drawn) < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    ship.close(timeout=0)
+    assert len(drawn) >= 5
+    for (first, cap, wait), step in zip(drawn, [0.01, 0.02, 0.04, 0.04, 0.04], strict=False):
+        assert (first, cap) == (0.01, 0.04) and step / 2 <= wait <= step
+
+
 @pytest.mark.covers("DHP-TRN-021")
 def test_the_buffer_is_compacted_and_survives_it(tmp_path, server):
     ship = shipper(tmp_path, server.port, compact_bytes=4096)
@@ -645,21 +772,30 @@ def test_tls_ships_and_refuses_plaintext_and_unverified_certificates(tmp_path, c
                         ssl_context=net.client_ssl_context(certfile))
 
 
-@pytest.mark.covers("DHP-TRN-010")
+@pytest.mark.covers("DHP-TRN-010", "DHP-TRN-011")
 def test_mutual_tls_requires_a_client_certificate(tmp_path, cert):
     certfile, keyfile = cert
-    client_cert = make_cert(tmp_path, "client")
-    context = net.server_ssl_context(certfile, keyfile, client_cafile=client_cert[0])
+    authority = make_cert(tmp_path, "client-ca")
+    client_cert = make_signed_cert(tmp_path, authority, "client")
+    context = net.server_ssl_context(certfile, keyfile, client_cafile=authority[0])
     with net.TransportServer(tmp_path / "peer", port=0, secret=SECRET,
                              ssl_context=context) as srv:
+
+        def attempt(**identity):
+            return connect("127.0.0.1", srv.port, SECRET,
+                           ssl_context=net.client_ssl_context(certfile, **identity))
+
         with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
-            sock, reader, _ = connect("127.0.0.1", srv.port, SECRET,
-                                          ssl_context=net.client_ssl_context(certfile))
-        sock, reader, challenge = connect(
-            "127.0.0.1", srv.port, SECRET, ssl_context=net.client_ssl_context(
-                certfile, certfile=client_cert[0], keyfile=client_cert[1]))
+            attempt()  # no client certificate
+        with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+            attempt(certfile=certfile, keyfile=keyfile)  # one the authority did not sign
+        sock, reader, challenge = attempt(certfile=client_cert[0], keyfile=client_cert[1])
         assert challenge["version"] == "1.0"
         sock.close()
+        deadline = time.monotonic() + 2  # the server, not the client, refused the first two
+        while srv.stats["rejected_connections"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert srv.stats["rejected_connections"] == 2
 
 
 def test_records_are_copied_not_shared(server, tmp_path):

@@ -8,7 +8,8 @@ blockquotes, code blocks, inline code and HTML comments are informative.
 Usage:
   gen_requirements.py              lint the spec and write spec/requirements.json
   gen_requirements.py --check      lint and exit 1 if spec/requirements.json is out of date
-  gen_requirements.py --uncovered  print MUST / MUST NOT requirements no vector or test cites
+  gen_requirements.py --uncovered  print requirements (any level) that no vector, test or
+                                   conformance check cites
 """
 
 from __future__ import annotations
@@ -217,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true", help="fail if requirements.json is stale")
     mode.add_argument("--uncovered", action="store_true",
-                      help="list MUST / MUST NOT requirements that nothing cites")
+                      help="list requirements (any level) that nothing cites")
     args = parser.parse_args(argv)
 
     result = build()
@@ -235,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         missing = traceability.uncovered(result.requirements, traceability.citations(ROOT))
         for req in missing:
             print(f"{req['id']}\t{req['level']}\tspec/{req['page']}")
-        print(f"{len(missing)} uncovered MUST / MUST NOT requirement(s)", file=sys.stderr)
+        print(f"{len(missing)} uncovered requirement(s)", file=sys.stderr)
         return 1 if missing else 0
     if args.check:
         current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.exists() else ""

@@ -68,7 +68,12 @@ def check_secret(secret: str | bytes) -> bytes:
 
 
 def load_secret(path: str | os.PathLike) -> bytes:
-    """Read a secret file: its bytes without a trailing line break."""
+    """Read a secret file: its bytes without a trailing line break. Warns when the file is
+    open to group or others: it belongs to the service account alone (DHP-TRN-012)."""
+    mode = os.stat(path).st_mode
+    if os.name == "posix" and mode & 0o077:
+        log.warning("the secret file %s is accessible to group or others (mode %o); "
+                    "restrict it to its owner: chmod 600 %s", path, mode & 0o777, path)
     data = Path(path).read_bytes().rstrip(b"\r\n")
     return check_secret(data)
 
@@ -354,10 +359,7 @@ class TransportServer:
         with self._mutex:
             conns = list(self._conns)
         for conn in conns:
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            _shutdown(conn)
         if self._thread is not None:
             self._thread.join(5)
         deadline = time.monotonic() + 5
@@ -377,18 +379,32 @@ class TransportServer:
     def _serve(self, raw: socket.socket, addr: Any, session: str) -> None:
         peer, sock = _addr(addr), raw
         self._count("connections")
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            self._reject(peer, session, "handshake not completed within "
+                         f"{self.handshake_timeout:g} s")
+            _shutdown(raw)  # wakes the blocked read or write of this connection's thread
+
+        # One deadline for the whole handshake, TLS included, rather than a timeout per read:
+        # a peer sending a byte at a time cannot hold the connection open (DHP-TRN-008).
+        deadline = threading.Timer(self.handshake_timeout, expire)
+        deadline.daemon = True
+        deadline.start()
         try:
             raw.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
             raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            raw.settimeout(self.handshake_timeout)
             if self.ssl_context is not None:
                 try:
                     sock = self.ssl_context.wrap_socket(raw, server_side=True)
                 except (ssl.SSLError, OSError) as exc:
-                    self._reject(peer, session, f"TLS handshake failed: {exc}")
+                    if not expired.is_set():
+                        self._reject(peer, session, f"TLS handshake failed: {exc}")
                     return
             reader = _Reader(sock, self.max_frame)
             name = self._handshake(sock, reader, peer, session)
+            deadline.cancel()
             if name is None:
                 return
             log.info("connection %s from %s: authenticated shipper %r (tls=%s)", session, peer,
@@ -404,6 +420,7 @@ class TransportServer:
             log.exception("connection %s from %s: internal error", session, peer)
             _send(sock, _error_frame(Internal(f"internal error: {exc}")))
         finally:
+            deadline.cancel()
             with self._mutex:
                 self._conns.discard(raw)
             try:
@@ -539,6 +556,13 @@ def _about(kind: str, payload: Any) -> str:
 
 def _addr(addr: Any) -> str:
     return f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) and len(addr) >= 2 else str(addr)
+
+
+def _shutdown(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
 
 
 def _send(sock: socket.socket, frame: dict) -> None:

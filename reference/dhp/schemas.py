@@ -11,6 +11,8 @@ import dhp_data
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from referencing import Registry, Resource
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT202012
 
 from .canonical import child_path
 from .errors import InvalidInput
@@ -77,5 +79,33 @@ def _compiled_user_schema(text: str) -> Draft202012Validator:
     except SchemaError as exc:  # raised, so never cached
         raise InvalidInput(f"output_schema is not a valid JSON Schema 2020-12: {exc.message}",
                            requirement="DHP-ENV-004") from None
-    return Draft202012Validator(output_schema,
+    outside = _outside_refs(output_schema)
+    if outside:
+        raise InvalidInput(f"output_schema refers outside itself ({outside[0]!r}); only "
+                           "references inside the schema are resolved, nothing is fetched",
+                           requirement="DHP-SEC-003")
+    # An empty registry: no retrieval, so even a reference missed above is never fetched.
+    return Draft202012Validator(output_schema, registry=Registry(),
                                 format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def _outside_refs(output_schema: Any) -> list[str]:
+    """The `$ref` / `$dynamicRef` values that do not resolve inside the schema itself
+    (network, file or relative references; DHP-SEC-003), found without fetching anything."""
+    found: list[str] = []
+
+    def walk(resource: Resource, resolver: Any) -> None:
+        contents = resource.contents
+        for key in ("$ref", "$dynamicRef"):
+            ref = contents.get(key) if isinstance(contents, dict) else None
+            if isinstance(ref, str):
+                try:
+                    resolver.lookup(ref)
+                except Unresolvable:
+                    found.append(ref)
+        for sub in resource.subresources():
+            walk(sub, resolver.in_subresource(sub))
+
+    root = DRAFT202012.create_resource(output_schema)
+    walk(root, Registry().resolver_with_root(root))  # Registry() retrieves nothing
+    return found

@@ -24,7 +24,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +93,17 @@ def _expect(reader: _Reader, kind: str) -> dict:
 
 
 # --- the shipper -----------------------------------------------------------------------------
+
+def backoff(first: float, cap: float, rng: random.Random | None = None) -> Iterator[float]:
+    """The waits between connection attempts (DHP-TRN-022): a step that starts at `first`
+    and doubles up to `cap`, each wait drawn from [step / 2, step] so that shippers cut off
+    together do not all come back at the same instant."""
+    uniform = rng.uniform if rng is not None else random.uniform
+    step = first
+    while True:
+        yield step * uniform(0.5, 1.0)
+        step = min(step * 2, cap)
+
 
 _ID = re.compile(rb'"id":(\d+)')
 _ACK = re.compile(rb'\{"type":"ack","id":(\d{1,16})(,"duplicate":true)?\}')
@@ -294,7 +305,7 @@ class NetShipper:
             pass  # already awake (pipe full) or closing
 
     def _run(self) -> None:
-        delay = self.backoff[0]
+        waits = backoff(*self.backoff)
         while True:
             with self._cond:
                 while not self._closing and self._acked_off >= self._end:
@@ -306,11 +317,13 @@ class NetShipper:
                     self.host, self.port, self.secret, ssl_context=self.ssl_context,
                     server_hostname=self.server_hostname, timeout=self.timeout, name=self.name)
                 self.connected = True
-                delay = self.backoff[0]
+                waits = backoff(*self.backoff)  # a connection that worked starts over
                 self._pump(self._sock, reader)
+                wait = next(waits)
             except (OSError, DHPError, ssl.SSLError, ConnectionError, ValueError) as exc:
                 self.last_error = exc
-                log.info("shipper %s: %s; retrying in %.2fs", self.path.name, exc, delay)
+                wait = next(waits)
+                log.info("shipper %s: %s; retrying in %.2fs", self.path.name, exc, wait)
             finally:
                 self.connected = False
                 if self._sock is not None:
@@ -322,8 +335,7 @@ class NetShipper:
             with self._cond:
                 if self._closing:
                     break
-                self._cond.wait(delay * random.uniform(0.5, 1.0))  # jitter: no stampede
-            delay = min(delay * 2, self.backoff[1])
+                self._cond.wait(wait)
         sock = self._sock
         if sock is not None:
             sock.close()

@@ -224,6 +224,19 @@ def make_cert(folder: Path, name: str = "server") -> tuple[str, str] | None:
     return str(cert), str(key)
 
 
+def make_signed_cert(folder: Path, authority: tuple[str, str], name: str) -> tuple[str, str]:
+    """A certificate for `name` (cert, key) signed by `authority` (a make_cert pair), e.g. a
+    client's certificate for mutual TLS. Needs the openssl command, like make_cert."""
+    cert, key, request = folder / f"{name}.pem", folder / f"{name}.key", folder / f"{name}.csr"
+    subprocess.run(["openssl", "req", "-new", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-subj", f"/CN={name}",
+                    "-keyout", str(key), "-out", str(request)], check=True, capture_output=True)
+    subprocess.run(["openssl", "x509", "-req", "-in", str(request), "-CA", authority[0],
+                    "-CAkey", authority[1], "-set_serial", "2", "-days", "2", "-out", str(cert)],
+                   check=True, capture_output=True)
+    return str(cert), str(key)
+
+
 def secret_file(folder: Path) -> str:
     path = folder / "secret"
     path.write_bytes(SECRET + b"\n")
