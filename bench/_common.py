@@ -23,7 +23,7 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
-SIDES = ("ours", "orig")
+SIDES = ("ours", "orig", "ours_fsync")
 
 
 def log(msg: str) -> None:
@@ -46,7 +46,7 @@ def orig_python() -> str:
 
 
 def python_for(side: str) -> str:
-    return sys.executable if side == "ours" else orig_python()
+    return orig_python() if side == "orig" else sys.executable
 
 
 def child_cmd(side: str, script: str, *args: str) -> list[str]:
@@ -64,7 +64,7 @@ def run_child(side: str, script: str, *args: str, timeout: float = 3600) -> dict
 
 
 def load_side(side: str):
-    """Import the adapter of one side (bench/side_ours.py or bench/side_orig.py)."""
+    """Import the adapter of one side (bench/side_<side>.py)."""
     if side not in SIDES:
         raise SystemExit(f"unknown side {side!r}; expected one of {SIDES}")
     sys.path.insert(0, str(BENCH))

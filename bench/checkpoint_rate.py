@@ -1,11 +1,14 @@
 """Checkpoint writes per second, one worker, ours and the original, at each one's durability.
 
-Ours commits every checkpoint with synchronous=FULL (the durability the spec promises); the
-original runs with its defaults (reported in the output: also FULL, in WAL mode). A worker
-claims a fresh handoff (`with` block: background heartbeats on, as a user runs it) and writes
---count checkpoints (1,000; cut short after --seconds) of each state size (100 B and 10 KB).
-Each side runs in its own process; the sides alternate over --rounds rounds and the median
-is kept, because fsync latency on a shared machine drifts.
+Ours runs with its defaults, the durability the spec promises (DHP-CKP-009/011): every
+checkpoint survives kill -9 of any process at once and a power loss once fsynced, which a
+burst of checkpoints shares (at least one fsync per 0.1 s). Side `ours_fsync` is ours with
+`fsync_interval=0` (every checkpoint fsynced before it is acknowledged), to show what that
+stronger opt-in costs. The original runs with its defaults (reported in the output: WAL,
+synchronous=FULL). A worker claims a fresh handoff (`with` block: background heartbeats on,
+as a user runs it) and writes --count checkpoints (1,000; cut short after --seconds) of each
+state size (100 B and 10 KB). Each side runs in its own process; the sides alternate over
+--rounds rounds and the median is kept, because fsync latency on a shared machine drifts.
 
 Then, per side, the rate on a handoff that already holds --history checkpoints (20,000),
 alternating with a fresh handoff in the same process (medians of --rounds): whether a
@@ -13,10 +16,10 @@ write's cost grows with the history. Ours is seeded through the SDK (ctx.checkpo
 original through its store's add_checkpoint in one transaction, because through its SDK
 every write re-reads the whole history and seeding would take many minutes.
 
-Prints one JSON line: rates, ours/original ratios (target >= 5) and, per side, rate at
-history / rate at 0 (target for ours >= 0.8, i.e. within 20%).
+Prints one JSON line: rates, ratios to the original (target for ours >= 5) and, per side,
+rate at history / rate at 0 (target for ours >= 0.8, i.e. within 20%).
 Usage: python bench/checkpoint_rate.py [--count 1000] [--rounds 3] [--history 20000]
-       [--sides ours,orig]
+       [--sides ours,orig,ours_fsync]
 """
 
 from __future__ import annotations
@@ -118,7 +121,7 @@ def main() -> None:
                     help="checkpoints already in the handoff for the second measurement")
     ap.add_argument("--history-sides", default="ours,orig",
                     help="sides whose cost at --history is measured (0 to skip)")
-    ap.add_argument("--sides", default="ours,orig")
+    ap.add_argument("--sides", default="ours,orig,ours_fsync")
     args = ap.parse_args()
     if args.child:
         side = C.load_side(args.child)
@@ -147,10 +150,11 @@ def main() -> None:
                 out[side]["history"] = C.run_child(
                     side, SCRIPT, "--phase", "history", "--history", args.history,
                     "--rounds", args.rounds, *fwd)
-    if "ours" in out and "orig" in out:
-        out["ratio_ours_over_orig"] = {
-            s: C.ratio(out["ours"]["per_s"][s], out["orig"]["per_s"][s])
-            for s in out["ours"]["per_s"]}
+    for side in sides:
+        if side != "orig" and "orig" in out:
+            out[f"ratio_{side}_over_orig"] = {
+                s: C.ratio(out[side]["per_s"][s], out["orig"]["per_s"][s])
+                for s in out[side]["per_s"]}
     if "ours" in out:
         targets = {}
         if "ratio_ours_over_orig" in out:

@@ -79,13 +79,25 @@ def _read_lines(stream, sink: list) -> None:
         sink.append(line.strip())
 
 
-def _wait_line(sink: list, want, proc, timeout: float, what: str) -> str:
+def _reader(proc) -> tuple[list, threading.Thread]:
+    sink: list = []
+    thread = threading.Thread(target=_read_lines, args=(proc.stdout, sink), daemon=True)
+    thread.start()
+    return sink, thread
+
+
+def _wait_line(reader: tuple[list, threading.Thread], want, proc, timeout: float,
+               what: str) -> str:
+    sink, thread = reader
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        exited = proc.poll() is not None
+        if exited:
+            thread.join(5)  # its last lines may still be on their way through the pipe
         for line in list(sink):
             if want(line):
                 return line
-        if proc.poll() is not None:
+        if exited:
             raise RuntimeError(f"{what} exited early with {proc.returncode}")
         time.sleep(0.005)
     raise RuntimeError(f"{what}: timed out after {timeout} s")
@@ -98,23 +110,22 @@ def one_rep(side: str, root: str, rep: int, args, rng: random.Random) -> dict:
     worker = subprocess.Popen(
         C.child_cmd(side, SCRIPT, "--role", "worker", "--interval", args.interval, *common),
         stdout=subprocess.PIPE, text=True)
-    wlines: list = []
-    threading.Thread(target=_read_lines, args=(worker.stdout, wlines), daemon=True).start()
+    wreader = _reader(worker)
     standby = None
     try:
-        _wait_line(wlines, lambda s: s.startswith("ack"), worker, 60, "worker")
+        _wait_line(wreader, lambda s: s.startswith("ack"), worker, 60, "worker")
         standby = subprocess.Popen(
             C.child_cmd(side, SCRIPT, "--role", "standby", "--poll", args.poll, *common),
             stdout=subprocess.PIPE, text=True)
-        slines: list = []
-        threading.Thread(target=_read_lines, args=(standby.stdout, slines), daemon=True).start()
-        _wait_line(slines, lambda s: s == "ready", standby, 60, "standby")
+        sreader = _reader(standby)
+        _wait_line(sreader, lambda s: s == "ready", standby, 60, "standby")
         time.sleep(rng.uniform(*args.kill_window))
         killed_at = time.monotonic()
         os.kill(worker.pid, signal.SIGKILL)
         worker.wait()
-        acked = [int(s.split()[1]) for s in wlines if s.startswith("ack")]
-        line = _wait_line(slines, lambda s: s.startswith("{"), standby, 120, "standby")
+        wreader[1].join(5)
+        acked = [int(s.split()[1]) for s in wreader[0] if s.startswith("ack")]
+        line = _wait_line(sreader, lambda s: s.startswith("{"), standby, 120, "standby")
         standby.wait(timeout=30)
     finally:
         for proc in (worker, standby):

@@ -9,8 +9,7 @@ from __future__ import annotations
 import dhp
 from dhp.errors import Conflict
 
-# The SDK is `dhp.*` once dhp/__init__.py re-exports dhp.api; until then use dhp.api itself.
-sdk = dhp if hasattr(dhp, "claim") else __import__("dhp.api", fromlist=["api"])
+sdk = dhp
 
 NAME = "ours"
 VERSION = getattr(dhp, "__version__", "?")
@@ -54,15 +53,17 @@ def last_checkpoint(store, hid: str):
 
 
 def durability(store) -> str:
-    # Introspection only (private): report what the connection really runs with.
+    # Introspection only (private): report what the store really runs with.
     backend = getattr(store, "backend", store)
     try:
-        conn = backend._connection()
-        level = conn.execute("PRAGMA synchronous").fetchone()[0]
-        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-        return f"journal_mode={mode} synchronous={['OFF', 'NORMAL', 'FULL', 'EXTRA'][level]}"
+        mode = backend._connection().execute("PRAGMA journal_mode").fetchone()[0]
     except Exception as exc:  # noqa: BLE001 - a report line, never fatal
         return f"unknown ({exc.__class__.__name__})"
+    if not backend.fsync_interval:
+        return f"journal_mode={mode} synchronous=FULL (every write fsynced)"
+    return (f"journal_mode={mode}; claims/completions synchronous=FULL; a checkpoint is "
+            f"fsynced unless this process fsynced < {backend.fsync_interval} s ago "
+            f"(then synchronous=NORMAL until the next fsync); every write survives kill -9")
 
 
 def supervisor_cmd(root: str) -> None:

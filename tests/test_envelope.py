@@ -69,6 +69,17 @@ def test_make_envelope_carries_the_independent_id():
     check_envelope(envelope)
 
 
+@pytest.mark.covers("DHP-ENV-001", "DHP-ENV-005")
+def test_the_envelope_dispatch_stores_passes_every_check(tmp_path):
+    # make_envelope does not check what it builds from a checked intent; this holds it to that.
+    store = dhp.Store(tmp_path)
+    hid = dhp.dispatch(store, "summarise", {"doc": "r.pdf"}, SCHEMA, {"max_attempts": 2})
+    envelope = dhp.envelope_of(store, hid)
+    check_envelope(envelope)
+    assert dt.datetime.fromisoformat(envelope["created_at"].replace("Z", "+00:00")).tzinfo
+    store.close()
+
+
 @pytest.mark.covers("DHP-ID-002")
 def test_make_intent_defaults_to_an_empty_budget():
     assert make_intent("t", {}, {})["budget"] == {}
@@ -80,7 +91,7 @@ def test_created_at_is_metadata_outside_the_identity():
     plain = make_envelope(intent)
     stamped = make_envelope(intent, created_at=dt.datetime(2025, 3, 1, 13, 0,
                                                            tzinfo=dt.timezone(dt.timedelta(hours=1))))
-    assert stamped["created_at"] == "2025-03-01T12:00:00Z"
+    assert stamped["created_at"] == "2025-03-01T12:00:00.000Z"
     assert stamped["handoff_id"] == plain["handoff_id"]
     assert make_envelope(intent, created_at="2025-03-01T12:00:00+00:00")["created_at"] \
         == "2025-03-01T12:00:00+00:00"

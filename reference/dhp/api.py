@@ -24,7 +24,7 @@ from typing import Any
 from . import operations
 from .backend import StoreBackend
 from .canonical import canonical_json
-from .envelope import make_intent
+from .envelope import new_intent
 from .errors import (
     BudgetExceeded,
     Cancelled,
@@ -98,8 +98,13 @@ class TaskContext:
         self._write("heartbeat")
 
     def checkpoint(self, state: Any, spend: int | float = 0) -> dict:
-        """Record progress durably; returns the chained checkpoint record (DHP-CKP-009)."""
-        record = self._write("checkpoint", state=state, spend=spend)
+        """Record progress; returns the chained checkpoint record. Once this returns the
+        checkpoint survives kill -9 of any process (DHP-CKP-009); a power loss can forget only
+        the checkpoints of the store's last fsync interval (DHP-CKP-011)."""
+        # A record that leaves the host is fsynced here first, so that no power loss can make
+        # this store forget what a peer already holds.
+        sync = "commit" if self.ship_to is not None else None
+        record = self._write("checkpoint", state=state, spend=spend, sync=sync)
         self.last_checkpoint, self.last_seq = state, record["seq"]
         if self.ship_to is not None:  # buffered locally; never waits for the network
             self.ship_to.ship_checkpoint(self.envelope, record)
@@ -220,7 +225,7 @@ os.register_at_fork(after_in_child=_forget_after_fork)
 def dispatch(store: StoreBackend, task_kind: str, inputs: dict, output_schema: dict,
              budget: dict | None = None, progress_timeout_s: float | None = None) -> str:
     """Store a handoff (idempotent: the same intent returns the same id, DHP-ID-004)."""
-    intent = make_intent(task_kind, inputs, output_schema, budget)
+    intent = new_intent(task_kind, inputs, output_schema, budget)  # checked once, below
     return operations.dispatch(store, intent, progress_timeout_s=progress_timeout_s)
 
 

@@ -18,6 +18,9 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 DEFAULT_TTL = 5.0
+# The longest a burst of checkpoints goes without an fsync (sync="batch"), in seconds.
+DEFAULT_FSYNC_INTERVAL = 0.1
+SYNCS = ("commit", "batch", "none")
 
 
 class Tx(ABC):
@@ -87,10 +90,14 @@ class StoreBackend(ABC):
 
     @abstractmethod
     def transaction(self, *, write: bool = True,
-                    durable: bool = True) -> AbstractContextManager[Tx]:
+                    sync: str = "commit") -> AbstractContextManager[Tx]:
         """A transaction; committed when the block ends normally, rolled back on an exception.
-        `write` takes the write lock at the start (claims must not interleave); `durable=False`
-        lets a backend commit more cheaply (used only for heartbeats)."""
+        `write` takes the write lock at the start (claims must not interleave).
+
+        Every commit survives kill -9 of any process. `sync` says when it must also survive
+        a power loss (DHP-CKP-011): "commit" before the commit returns; "batch" within the
+        store's fsync interval, so a burst of writes shares one fsync (checkpoints); "none"
+        whenever a later commit syncs (heartbeats: losing one only shortens a lease)."""
 
     @abstractmethod
     def now(self) -> float:

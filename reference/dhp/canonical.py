@@ -28,7 +28,12 @@ def canonical_json(obj: Any) -> bytes:
 
 def sha256_of(obj: Any) -> str:
     """`"sha256:" + hex(SHA-256(JCS(obj)))`: the digest used for ids and record hashes."""
-    return "sha256:" + hashlib.sha256(canonical_json(obj)).hexdigest()
+    return sha256_of_bytes(canonical_json(obj))
+
+
+def sha256_of_bytes(canonical: bytes) -> str:
+    """sha256_of for a value already in canonical form."""
+    return "sha256:" + hashlib.sha256(canonical).hexdigest()
 
 
 def handoff_id(intent: Any) -> str:

@@ -9,6 +9,7 @@ boot id and expires every lease when it changes (see sqlite_store.py).
 
 from __future__ import annotations
 
+import datetime as _dt
 import time
 from pathlib import Path
 
@@ -31,3 +32,11 @@ def boot_id() -> str:
         return _BOOT_ID_FILE.read_text(encoding="ascii").strip()
     except OSError:
         return f"boot-at-{round(time.time() - store_clock(), -1):.0f}"
+
+
+def rfc3339(moment: _dt.datetime | None = None) -> str:
+    """Wall-clock time as RFC 3339 UTC text with milliseconds (now when None), for metadata
+    only (created_at, log lines): leases never read the wall clock."""
+    moment = moment or _dt.datetime.now(_dt.timezone.utc)
+    return moment.astimezone(_dt.timezone.utc).isoformat(timespec="milliseconds") \
+        .replace("+00:00", "Z")

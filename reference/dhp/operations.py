@@ -16,6 +16,7 @@ from typing import Any
 from . import chain, machine, schemas
 from .backend import StoreBackend
 from .canonical import canonical_json
+from .clock import rfc3339
 from .envelope import make_envelope
 from .errors import Conflict, DHPError, Internal, InvalidInput, NotFound
 
@@ -53,10 +54,6 @@ def _raise(outcome: machine.Outcome) -> None:
         raise outcome.error or Internal("rejected without an error")
 
 
-def _utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds") \
-        .replace("+00:00", "Z")
-
 
 # --- dispatch and the takes -----------------------------------------------------------------
 
@@ -64,13 +61,12 @@ def dispatch(backend: StoreBackend, intent: dict, *,
              progress_timeout_s: float | None = None) -> str:
     """Store a new handoff, or return the existing one of the same intent (DHP-ID-004)."""
     check_seconds("progress_timeout_s", progress_timeout_s, allow_none=True)
-    created_at = _utc_now()
-    envelope = make_envelope(intent, created_at=created_at)
+    envelope = make_envelope(intent, created_at=_dt.datetime.now(_dt.timezone.utc))
     hid = envelope["handoff_id"]
     with backend.transaction() as tx:
-        if tx.get(hid) is None:
+        if tx.get(hid, envelope=False) is None:
             tx.insert(hid, envelope, machine.new_record(intent["budget"], progress_timeout_s),
-                      created_at)
+                      envelope["created_at"])
     return hid
 
 
@@ -130,14 +126,20 @@ def take_next(backend: StoreBackend, task_kinds: list[str] | tuple[str, ...], wo
 
 # --- the fenced writes ----------------------------------------------------------------------
 
+# When each fenced write must survive a power loss (backend.transaction, DHP-CKP-011).
+WRITE_SYNC = {"heartbeat": "none", "checkpoint": "batch"}
+
 def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *,
           ttl: float | None = None, state: Any = None, spend: int | float = 0,
-          result: Any = None, incarnation: str | None = None) -> dict | None:
+          result: Any = None, incarnation: str | None = None,
+          sync: str | None = None) -> dict | None:
     """heartbeat / checkpoint / complete / release by (worker, fence) (DHP-FEN-003).
 
     `incarnation`, when given, must also match the process that claimed: a restarted
-    process reusing a worker id and an old fence is fenced out too. Returns the new
-    checkpoint record for `checkpoint`, the result record for `complete`."""
+    process reusing a worker id and an old fence is fenced out too. `sync` overrides when the
+    write must reach the disk (backend.transaction; by default heartbeats "none", checkpoints
+    "batch", the rest "commit"). Returns the new checkpoint record for `checkpoint`, the
+    result record for `complete`."""
     check_worker(worker)
     if name == "checkpoint":
         # A state that is not JSON fails when the record is hashed, inside the transaction,
@@ -146,7 +148,8 @@ def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *
     if name == "complete":
         canonical_json(result)
     ttl = backend.ttl if ttl is None else check_seconds("ttl", ttl)
-    with backend.transaction(durable=name != "heartbeat") as tx:
+    sync = sync or WRITE_SYNC.get(name, "commit")
+    with backend.transaction(sync=sync) as tx:
         row = tx.get(hid, envelope=name == "complete")
         now = backend.now()
         op = {"name": name, "worker": worker, "fence": fence, "ttl": ttl, "spend": spend}
@@ -309,7 +312,7 @@ def import_log(backend: StoreBackend, path: Any) -> str:
             tx.append_checkpoint(record)
         if row is None:
             tx.insert(hid, envelope, _imported(machine.new_record(
-                envelope["intent"]["budget"]), records, result), _utc_now())
+                envelope["intent"]["budget"]), records, result), rfc3339())
         else:
             tx.put_record(hid, _imported(row["record"], records, result), None)
         if result is not None:

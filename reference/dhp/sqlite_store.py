@@ -1,12 +1,16 @@
 """The embedded store: SQLite in WAL mode, created on first use (no setup).
 
-Durability. The database runs with `journal_mode=WAL` and `synchronous=FULL`: a transaction
-is acknowledged only after its WAL frames are fsynced, so every acknowledged claim, fence
-bump, checkpoint, completion, cancel and DLQ move survives kill -9 of any process *and* a
-power loss or kernel crash (as far as the disk honours fsync). Heartbeats alone commit with
-`synchronous=NORMAL`: they survive a process crash but a power loss may forget the last
-few, which can only make a lease look shorter, never longer (the next durable commit
-fsyncs them too).
+Durability. The database runs with `journal_mode=WAL`. Every commit is written to the WAL
+before it returns, so it survives kill -9 of any process (DHP-CKP-009). What survives a power
+loss or kernel crash depends on the transaction's `sync` (DHP-CKP-011): dispatches, claims
+(every fence bump), completions, releases, cancels, DLQ moves and supervisor actions commit
+with `synchronous=FULL`, fsynced before they are acknowledged. A checkpoint ("batch") is
+fsynced too unless this process fsynced less than `fsync_interval` (0.1 s) ago; then it
+commits with `synchronous=NORMAL` and waits for the next fsync, which the next write or
+heartbeat after the interval makes. So a burst of checkpoints shares one fsync per interval,
+and a power loss can forget at most the checkpoints acknowledged within one interval after
+the last fsync (the WAL keeps a prefix: a synced commit makes every earlier one durable).
+Heartbeats ("none") never need an fsync of their own; losing one only shortens a lease.
 
 Concurrency. Every write transaction starts with `BEGIN IMMEDIATE`, taking SQLite's single
 write lock up front, so concurrent claimers in any number of processes are serialised and
@@ -26,15 +30,17 @@ A store written by a newer release (higher version) is refused rather than misre
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from . import liveness, machine
-from .backend import DEFAULT_TTL, StoreBackend, Tx
+from .backend import DEFAULT_FSYNC_INTERVAL, DEFAULT_TTL, SYNCS, StoreBackend, Tx
 from .clock import boot_id, store_clock
 from .errors import Internal, InvalidInput, Unavailable
 
@@ -214,12 +220,16 @@ class SQLiteStore(StoreBackend):
 
     def __init__(self, path: str | os.PathLike, *, ttl: float = DEFAULT_TTL,
                  heartbeat_interval: float | None = None,
+                 fsync_interval: float = DEFAULT_FSYNC_INTERVAL,
                  clock: Callable[[], float] | None = None):
         self.path = Path(path)
         if self.path.exists() and not self.path.is_dir():
             raise InvalidInput(f"store path {self.path} exists and is not a folder")
         self.ttl = ttl
         self.heartbeat_interval = heartbeat_interval
+        self.fsync_interval = fsync_interval
+        self._synced_at = -math.inf  # time.monotonic() of this process's last fsynced commit
+        self._unsynced = False  # a checkpoint committed since then waits for an fsync
         self._clock = clock or store_clock
         self.liveness = liveness.for_folder(self.path / "liveness")
         self._lock = threading.RLock()
@@ -250,6 +260,7 @@ class SQLiteStore(StoreBackend):
             except sqlite3.Error as exc:
                 raise Unavailable(f"cannot open the store at {self.path}: {exc}") from None
             self._conn, self._pid = conn, os.getpid()
+            self._synced_at, self._unsynced = -math.inf, False  # a new process: nothing yet
         return self._conn
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
@@ -303,18 +314,36 @@ class SQLiteStore(StoreBackend):
                 rebased["first_claimed_at"] = now - used
             tx.put_record(row["handoff_id"], rebased, None)
 
+    def _fsync_needed(self, sync: str) -> bool:
+        if sync == "commit":
+            return True
+        # A heartbeat ("none") syncs too once a checkpoint has waited an interval: the
+        # heartbeat after a burst of checkpoints puts the burst's tail on disk.
+        waiting = sync == "batch" or self._unsynced
+        return waiting and time.monotonic() - self._synced_at >= self.fsync_interval
+
+    def _committed(self, sync: str, fsynced: bool) -> None:
+        if fsynced:
+            self._synced_at, self._unsynced = time.monotonic(), False
+        elif sync == "batch":
+            self._unsynced = True
+
     @contextmanager
-    def transaction(self, *, write: bool = True, durable: bool = True) -> Iterator[Tx]:
+    def transaction(self, *, write: bool = True, sync: str = "commit") -> Iterator[Tx]:
+        if sync not in SYNCS:
+            raise Internal(f"unknown sync {sync!r}; expected one of {SYNCS}")
         with self._lock:
             if self._busy_thread == threading.get_ident():
                 raise Internal("nested store transaction")
             conn = self._connection()
             self._busy_thread = threading.get_ident()
+            fsync = self._fsync_needed(sync)
             try:
-                if not durable:
+                if not fsync:
                     conn.execute("PRAGMA synchronous=NORMAL")
                 try:
                     conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                    changes_before = conn.total_changes
                 except sqlite3.Error as exc:
                     raise Unavailable(f"store {self.path} is busy: {exc}") from None
                 try:
@@ -328,8 +357,10 @@ class SQLiteStore(StoreBackend):
                     if isinstance(exc, sqlite3.Error):
                         raise Internal(f"store {self.path}: {exc}") from None
                     raise
+                if conn.total_changes != changes_before:  # an empty commit syncs nothing
+                    self._committed(sync, fsync)
             finally:
-                if not durable:
+                if not fsync:
                     conn.execute("PRAGMA synchronous=FULL")
                 self._busy_thread = None
 

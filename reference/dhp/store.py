@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from .backend import DEFAULT_TTL, StoreBackend
+from .backend import DEFAULT_FSYNC_INTERVAL, DEFAULT_TTL, StoreBackend
 from .errors import InvalidInput
 from .operations import check_seconds
 from .sqlite_store import SQLiteStore
@@ -17,15 +17,22 @@ from .sqlite_store import SQLiteStore
 
 def Store(location: str | os.PathLike, *, ttl: float = DEFAULT_TTL,  # noqa: N802 (a factory)
           heartbeat_interval: float | None = None,
+          fsync_interval: float = DEFAULT_FSYNC_INTERVAL,
           clock: Callable[[], float] | None = None) -> StoreBackend:
     """Open the store at `location` (a folder for SQLite/WAL).
 
     `ttl` is the default lease length in seconds (5.0) and `heartbeat_interval` the default
     time between background heartbeats (ttl / 3 when None); claims may override both.
+    `fsync_interval` (0.1 s) is the longest a burst of checkpoints goes without an fsync:
+    every write survives kill -9 of any process, and a power loss can forget at most the
+    checkpoints acknowledged within one interval after the last fsync; 0 fsyncs every
+    checkpoint. Claims, completions and the other ownership changes are always fsynced.
     `clock` replaces the store clock (seconds, monotonic), for tests only.
     """
     check_seconds("ttl", ttl)
     check_seconds("heartbeat_interval", heartbeat_interval, allow_none=True)
+    if isinstance(fsync_interval, bool) or fsync_interval != 0:
+        check_seconds("fsync_interval (or 0)", fsync_interval)
     if heartbeat_interval is not None and heartbeat_interval >= ttl:
         raise InvalidInput(f"heartbeat_interval {heartbeat_interval} must be shorter than the "
                            f"ttl {ttl}, or every lease would lapse between heartbeats")
@@ -36,4 +43,5 @@ def Store(location: str | os.PathLike, *, ttl: float = DEFAULT_TTL,  # noqa: N80
     if "://" in text:
         raise InvalidInput(f"unknown store location {text!r}: give a folder path "
                            "(SQLite) or a postgresql:// URL")
-    return SQLiteStore(text, ttl=ttl, heartbeat_interval=heartbeat_interval, clock=clock)
+    return SQLiteStore(text, ttl=ttl, heartbeat_interval=heartbeat_interval,
+                       fsync_interval=fsync_interval, clock=clock)

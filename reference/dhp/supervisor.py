@@ -34,7 +34,6 @@ it runs (default: until stopped).
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
 import signal
 import sys
@@ -46,6 +45,7 @@ from typing import Any, TextIO
 
 from . import machine, supervisor_sql
 from .backend import StoreBackend
+from .clock import rfc3339
 from .errors import DHPError, InvalidInput
 
 LEADERSHIP = "supervisor"
@@ -55,10 +55,6 @@ BATCH = 200  # handoffs acted on per transaction; a pass repeats until a scan co
 class LostLeadership(Exception):
     """This supervisor no longer holds the leadership it acted under."""
 
-
-def _utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds") \
-        .replace("+00:00", "Z")
 
 
 def park_if_out_of_time(record: dict, now: float) -> machine.Outcome | None:
@@ -108,7 +104,7 @@ class Supervisor:
 
     def log(self, action: str, *, handoff_id: str | None = None, reason: str | None = None,
             fence: int | None = None) -> dict:
-        line = {"ts": _utc_now(), "supervisor": self.id, "action": action,
+        line = {"ts": rfc3339(), "supervisor": self.id, "action": action,
                 "handoff_id": handoff_id, "reason": reason, "fence": fence,
                 "leader_fence": self.fence}
         if callable(self._out):

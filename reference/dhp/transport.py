@@ -18,7 +18,6 @@ before it stores anything of it (DHP-LOG-008).
 
 from __future__ import annotations
 
-import datetime as _dt
 import fcntl
 import json
 import os
@@ -32,6 +31,7 @@ from typing import Any
 
 from . import chain, machine
 from .backend import StoreBackend
+from .clock import rfc3339
 from .envelope import check_envelope
 from .errors import (
     Conflict,
@@ -209,7 +209,7 @@ class Ingest:
         if batch.row(hid) is not None:
             return DUPLICATE  # same id, so the same intent (DHP-ID-004)
         record = machine.new_record(envelope["intent"]["budget"])
-        created = envelope.get("created_at") or _utc_now()
+        created = envelope.get("created_at") or rfc3339()
         batch.tx.insert(hid, envelope, record, created)
         batch.rows[hid] = {"handoff_id": hid, "envelope": envelope, "record": record,
                            "result": None, "owner_incarnation": None}
@@ -346,10 +346,6 @@ def _check_peer_state(row: dict, fence: int, now: float) -> None:
         raise LeaseLost(f"fence {fence} is stale: this peer already granted fence "
                         f"{record['fence']} for {hid}", requirement="DHP-TRN-019")
 
-
-def _utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds") \
-        .replace("+00:00", "Z")
 
 
 # --- the file transport ----------------------------------------------------------------------
