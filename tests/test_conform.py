@@ -45,6 +45,8 @@ def test_reference_passes_quick_run(tmp_path):
     assert report["verdicts"]["store"]["verdict"] == "PASS"
     assert report["verdicts"]["supervisor"]["verdict"] == "PASS"
     assert any("fencing vectors: 84 of 84 sent" in n for n in report["notes"]), report["notes"]
+    assert any("checkpoint-chain vectors: 35 of 35 sent" in n for n in report["notes"]), \
+        report["notes"]
     assert (tmp_path / "j.xml").read_text().startswith("<?xml")
     assert (tmp_path / "run" / "history.jsonl").exists()
 

@@ -78,10 +78,18 @@ def test_checkpoint_files(tmp_path, capsys, envelope):
     first, second = out.splitlines()
     assert first.startswith(f"{as_list}:1: DHP-CKP-002: record [1]: seq 3 follows seq 1")
     assert second.startswith(f"{as_lines}:1: DHP-CKP-002: the chain starts at seq 2")
-    # the vector form {"handoff_id", "records"} is a chain too
+    # the vector form {"handoff_id", "intent", "records"} is a chain too, intent optional
     vec = tmp_path / "vec.json"
     vec.write_text(json.dumps({"handoff_id": envelope["handoff_id"], "records": records}))
     assert run(capsys, "validate", str(vec))[0] == 0
+    vec.write_text(json.dumps({"handoff_id": envelope["handoff_id"],
+                               "intent": envelope["intent"], "records": records}))
+    assert run(capsys, "validate", str(vec))[0] == 0
+    other = dict(envelope["intent"], task_kind="something else")
+    vec.write_text(json.dumps({"handoff_id": envelope["handoff_id"], "intent": other,
+                               "records": records}))
+    code, out, _ = run(capsys, "validate", str(vec))
+    assert code == 1 and out.startswith(f"{vec}:1: DHP-ENV-002: $.handoff_id")
 
 
 @pytest.mark.covers("DHP-LOG-005", "DHP-LOG-006")

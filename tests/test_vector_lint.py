@@ -4,6 +4,7 @@ each kind of broken vector file."""
 from __future__ import annotations
 
 import copy
+import hashlib
 import importlib.util
 import json
 import subprocess
@@ -11,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import rfc8785
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tools" / "lint_vectors.py"
@@ -174,3 +176,62 @@ def test_command_line_exit_codes(tmp_path):
     assert "flag 'Trap' is not explained" in bad.stdout and "1 problem(s)" in bad.stdout
     missing = cli(str(tmp_path / "nowhere"))
     assert missing.returncode == 1 and "is not a folder" in missing.stderr
+
+
+# --- checkpoint-chain: the intent is the one the handoff_id names -------------------------
+
+def digest(value) -> str:
+    return "sha256:" + hashlib.sha256(rfc8785.dumps(value)).hexdigest()
+
+
+INTENT = {"dhp": "1.0", "task_kind": "t", "inputs": {}, "output_schema": {}, "budget": {}}
+CHAIN = {
+    "suite": "checkpoint-chain",
+    "description": "A tiny chain suite.",
+    "tests": [{"id": "checkpoint-chain-001", "description": "an empty chain",
+               "requirements": ["DHP-ID-001"],
+               "input": {"handoff_id": digest(INTENT), "intent": INTENT, "records": []},
+               "expected": {"valid": True}}],
+}
+
+
+def chain_problems(tmp_path, change):
+    doc = copy.deepcopy(CHAIN)
+    change(doc["tests"][0]["input"])
+    return run_lint(tmp_path, {"checkpoint-chain.json": doc})
+
+
+def test_a_chain_whose_intent_hashes_to_its_id_passes(tmp_path):
+    assert chain_problems(tmp_path, lambda i: None) == []
+
+
+def test_a_tampered_chain_intent_is_reported(tmp_path):
+    problems = chain_problems(tmp_path, lambda i: i["intent"].update(task_kind="u"))
+    assert problems == [f"checkpoint-chain.json: checkpoint-chain-001: input.intent hashes to "
+                        f"{digest({**INTENT, 'task_kind': 'u'})}, not to input.handoff_id "
+                        f"{digest(INTENT)}"]
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda i: i.pop("intent"), "'intent' is a required property"),
+    (lambda i: i["intent"].pop("budget"), "$.tests[0].input.intent"),
+    (lambda i: i.update(extra=1), "'extra' was unexpected"),
+])
+def test_a_chain_input_without_a_valid_intent_is_a_schema_error(tmp_path, change, expected):
+    problems = chain_problems(tmp_path, change)
+    assert any(expected in p for p in problems), problems
+
+
+def test_a_chain_intent_outside_the_json_profile_is_reported(tmp_path):
+    problems = chain_problems(tmp_path, lambda i: i["intent"]["inputs"].update(n=2**53))
+    assert len(problems) == 1 and "input.intent has no RFC 8785 form" in problems[0], problems
+
+
+def test_a_tampered_intent_in_the_shipped_chain_vectors_fails_the_lint(tmp_path):
+    shipped = json.loads((ROOT / "vectors" / "checkpoint-chain.json").read_text("utf-8"))
+    shipped["tests"][4]["input"]["intent"]["inputs"]["pages"] = 13
+    requirements = json.loads((ROOT / "spec" / "requirements.json").read_text("utf-8"))
+    problems = run_lint(tmp_path, {"checkpoint-chain.json": shipped}, requirements)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("checkpoint-chain.json: checkpoint-chain-005: input.intent "
+                                  "hashes to ")

@@ -1,9 +1,12 @@
 """Generate vectors/checkpoint-chain.json, vectors/log.json and the log files in vectors/log/.
 
 Hashes are computed here independently of the reference (`rfc8785` + `hashlib`, never `dhp`),
-so the vectors check the reference rather than echo it. Output is deterministic; run
-`python tools/gen_chain_vectors.py` from the repository root after changing a case, and keep
-test ids stable (never renumber or reuse one).
+so the vectors check the reference rather than echo it. Each chain test carries the intent
+its handoff_id is the hash of, so a reader can write the log header the chain belongs under.
+Output is deterministic; keep test ids stable (never renumber or reuse one).
+
+    python tools/gen_chain_vectors.py          # rewrite the files
+    python tools/gen_chain_vectors.py --check  # exit 1 if a file is out of date
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import sys
 from pathlib import Path
 
 import rfc8785
@@ -71,10 +75,12 @@ BASE = chain(STATES)
 CKP_CASES: list[tuple[str, list[str], dict, dict]] = []
 
 
-def ckp(description: str, requirements: list[str], records: list[dict], expected: dict,
-        hid: str = HID) -> None:
+def ckp(description: str, requirements: list[str], records: list[dict], expected: dict) -> None:
+    # Every chain test belongs to the one handoff INTENT; carrying the intent lets a reader
+    # write the log header {"dhp", "handoff_id", "intent"} the records go under.
     CKP_CASES.append((description, requirements,
-                      {"handoff_id": hid, "records": copy.deepcopy(records)}, expected))
+                      {"handoff_id": HID, "intent": copy.deepcopy(INTENT),
+                       "records": copy.deepcopy(records)}, expected))
 
 
 def ok() -> dict:
@@ -369,28 +375,33 @@ def suite(name: str, description: str, cases: list[dict]) -> dict:
     return {"suite": name, "description": description, "tests": cases}
 
 
-def write_json(path: Path, obj) -> None:
-    path.write_text(json.dumps(obj, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+def render(obj) -> str:
+    return json.dumps(obj, ensure_ascii=False, indent=2) + "\n"
 
 
-def main() -> None:
+def outputs() -> dict[Path, str | bytes]:
+    """Every file this script writes, by path."""
+    for cases in (CKP_CASES, LOG_CASES, LOG_FILES):
+        cases.clear()  # the builders append: a second call starts afresh
     build_ckp()
     build_log()
     tests = [{"id": f"checkpoint-chain-{i:03d}", "description": d, "requirements": r,
               "input": inp, "expected": e} for i, (d, r, inp, e) in enumerate(CKP_CASES, 1)]
-    write_json(VECTORS / "checkpoint-chain.json", suite(
+    out: dict[Path, str | bytes] = {VECTORS / "checkpoint-chain.json": render(suite(
         "checkpoint-chain",
-        "Checkpoint hash chains. Feed input.records, in order, to a chain verifier for "
-        "input.handoff_id. expected is {\"valid\": true}, or {\"error\": code, \"at\": i} where "
+        "Checkpoint hash chains. input.intent is the intent of the handoff and input.handoff_id "
+        "its id (\"sha256:\" + hex(SHA-256(RFC 8785(intent)))); a log of the chain is the "
+        "header {\"dhp\": \"1.0\", \"handoff_id\": ..., \"intent\": ...} followed by the "
+        "records. Feed input.records, in order, to a chain verifier for input.handoff_id. "
+        "expected is {\"valid\": true}, or {\"error\": code, \"at\": i} where "
         "i is the index of the first record refused: integrity_error for a broken chain, "
         "invalid_input for a record that is not valid against schemas/checkpoint.json.",
-        tests))
-    (VECTORS / "log").mkdir(exist_ok=True)
+        tests))}
     for name, data in LOG_FILES.items():
-        (VECTORS / "log" / f"{name}.jsonl").write_bytes(data)
+        out[VECTORS / "log" / f"{name}.jsonl"] = data
     tests = [{"id": f"log-{i:03d}", "description": d, "requirements": r,
               "input": {"file": f}, "expected": e} for i, (d, r, f, e) in enumerate(LOG_CASES, 1)]
-    write_json(VECTORS / "log.json", suite(
+    out[VECTORS / "log.json"] = render(suite(
         "log",
         "JSON-lines logs. input.file is a path relative to this file's folder; read it as "
         "bytes. expected is {\"valid\": true, \"warnings\": [requirement ids]} or "
@@ -400,8 +411,10 @@ def main() -> None:
         "misplaced results DHP-LOG-004, bad lines DHP-LOG-001 (bytes, JSON) or DHP-LOG-007 "
         "(schema), and header envelope faults the envelope requirement.",
         tests))
-    print(f"{len(CKP_CASES)} checkpoint-chain tests, {len(LOG_CASES)} log tests")
+    return out
 
 
 if __name__ == "__main__":
-    main()
+    from vector_files import main  # a sibling in tools/, on sys.path when run as a script
+
+    sys.exit(main(outputs(), sys.argv[1:], __file__))

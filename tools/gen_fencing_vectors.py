@@ -7,7 +7,8 @@ fields changed", `rej(code)` is "refused, the record is unchanged", `dlq(cap)` i
 with budget_exceeded, the record is the input record moved to the dead-letter queue".
 
 Ids are permanent: append new cases at the end of a list, never renumber or reuse.
-Run: python tools/gen_fencing_vectors.py   (then python tools/lint_vectors.py vectors)
+Run: python tools/gen_fencing_vectors.py   (then python tools/lint_vectors.py vectors);
+python tools/gen_fencing_vectors.py --check exits 1 if either file is out of date.
 """
 
 from __future__ import annotations
@@ -689,22 +690,13 @@ def _final_state(steps: list[dict]) -> str | None:
     return None
 
 
-def main() -> int:
-    """Write both files; with --check, only report (exit 1) a file that differs."""
-    check = "--check" in sys.argv[1:]
-    stale = 0
-    for name, suite in (("fencing", fencing_suite()), ("lifecycle", lifecycle_suite())):
-        path = ROOT / "vectors" / f"{name}.json"
-        text = json.dumps(suite, indent=1, ensure_ascii=False) + "\n"
-        if check:
-            same = path.exists() and path.read_text(encoding="utf-8") == text
-            stale += not same
-            print(f"vectors/{name}.json {'is up to date' if same else 'is OUT OF DATE'}")
-        else:
-            path.write_text(text, encoding="utf-8")
-            print(f"wrote vectors/{name}.json: {len(suite['tests'])} tests")
-    return 1 if stale else 0
+def render(suite: dict) -> str:
+    return json.dumps(suite, indent=1, ensure_ascii=False) + "\n"
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from vector_files import main  # a sibling in tools/, on sys.path when run as a script
+
+    sys.exit(main({ROOT / "vectors" / "fencing.json": render(fencing_suite()),
+                   ROOT / "vectors" / "lifecycle.json": render(lifecycle_suite())},
+                  sys.argv[1:], __file__))

@@ -509,17 +509,7 @@ def render() -> str:
     return json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
 
 
-def main(argv: list[str]) -> int:
-    content = render()
-    if "--check" in argv:
-        if OUT.read_text(encoding="utf-8") != content:
-            print(f"{OUT} is out of date: run python tools/gen_identity_vectors.py")
-            return 1
-        return 0
-    OUT.write_text(content, encoding="utf-8")
-    print(f"wrote {OUT}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from vector_files import main  # a sibling in tools/, on sys.path when run as a script
+
+    sys.exit(main({OUT: render()}, sys.argv[1:], __file__))

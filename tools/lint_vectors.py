@@ -6,18 +6,22 @@ Checks every VECTORS_DIR/*.json: valid against schemas/vector-file.json; the fil
 after its suite; ids start with the suite name and are unique across all files;
 descriptions are unique within a file and state facts (no must/should/may/shall); every
 cited requirement exists in spec/requirements.json; every flag is explained in the file's
-notes. Prints one line per problem and exits 1 if there is any, else prints a summary and
-exits 0. Uses only the standard library and jsonschema, so it runs without the `dhp` package.
+notes; every checkpoint-chain test's input.intent hashes to its input.handoff_id
+("sha256:" + hex(SHA-256(RFC 8785(intent)))). Prints one line per problem and exits 1 if
+there is any, else prints a summary and exits 0. Uses only the standard library, jsonschema
+and rfc8785, so it runs without the `dhp` package.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import sys
 from pathlib import Path
 
+import rfc8785
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
@@ -50,6 +54,18 @@ def json_path(parts) -> str:
     for part in parts:
         out += f"[{part}]" if isinstance(part, int) else f".{part}"
     return out
+
+
+def chain_intent_problem(vector_input: dict) -> str | None:
+    """Why a chain test's intent is not the one its handoff_id names, or None. Readers build
+    the log header from the pair, so with a mismatch the test judges the header, not the chain."""
+    try:
+        got = "sha256:" + hashlib.sha256(rfc8785.dumps(vector_input["intent"])).hexdigest()
+    except ValueError as exc:  # out-of-profile numbers, lone surrogates
+        return f"input.intent has no RFC 8785 form ({exc}), so no handoff_id"
+    if got != vector_input["handoff_id"]:
+        return f"input.intent hashes to {got}, not to input.handoff_id {vector_input['handoff_id']}"
+    return None
 
 
 def lint(vectors_dir: Path, requirements: Path, schemas_dir: Path) -> tuple[list[str], int]:
@@ -116,6 +132,10 @@ def lint(vectors_dir: Path, requirements: Path, schemas_dir: Path) -> tuple[list
                 if flag not in notes:
                     problems.append(f"{where}: flag {flag!r} is not explained in the file's "
                                     "notes")
+            if suite == "checkpoint-chain":  # the schema guarantees handoff_id and intent
+                problem = chain_intent_problem(test["input"])
+                if problem:
+                    problems.append(f"{where}: {problem}")
     return problems, count
 
 

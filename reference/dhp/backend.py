@@ -95,9 +95,9 @@ class StoreBackend(ABC):
         `write` takes the write lock at the start (claims must not interleave).
 
         Every commit survives kill -9 of any process. `sync` says when it must also survive
-        a power loss (DHP-CKP-011): "commit" before the commit returns; "batch" within the
-        store's fsync interval, so a burst of writes shares one fsync (checkpoints); "none"
-        whenever a later commit syncs (heartbeats: losing one only shortens a lease)."""
+        a power loss (DHP-CKP-011): "commit" before the commit returns; "batch" may share one
+        fsync with the "batch" writes of one fsync interval (checkpoints); "none" whenever a
+        later commit syncs (heartbeats: losing one only shortens a lease)."""
 
     @abstractmethod
     def now(self) -> float:

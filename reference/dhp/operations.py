@@ -54,7 +54,6 @@ def _raise(outcome: machine.Outcome) -> None:
         raise outcome.error or Internal("rejected without an error")
 
 
-
 # --- dispatch and the takes -----------------------------------------------------------------
 
 def dispatch(backend: StoreBackend, intent: dict, *,
@@ -128,6 +127,7 @@ def take_next(backend: StoreBackend, task_kinds: list[str] | tuple[str, ...], wo
 
 # When each fenced write must survive a power loss (backend.transaction, DHP-CKP-011).
 WRITE_SYNC = {"heartbeat": "none", "checkpoint": "batch"}
+
 
 def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *,
           ttl: float | None = None, state: Any = None, spend: int | float = 0,

@@ -3,7 +3,8 @@ and the semantic rules (ids, hash chain, fence order, seq order).
 
 What a file holds is decided by its name and first value:
 - `*.json`: one JSON document: an object is an envelope; an array is a list of checkpoint
-  records; an object `{"handoff_id", "records"}` is a chain (the checkpoint-chain vector form).
+  records; an object `{"handoff_id", "intent", "records"}` (the input of a checkpoint-chain
+  vector; `intent` may be left out) is a chain.
 - anything else is JSON lines: a log when the first line is an object with a "type" member,
   else one checkpoint record per line.
 Logs and record files stream; a whole-document `.json` file is bounded like one log line.
@@ -18,9 +19,11 @@ from typing import Any, BinaryIO
 
 from .canonical import parse_json
 from .chain import ChainVerifier
-from .envelope import check_envelope
+from .envelope import PROTOCOL_VERSION, check_envelope
 from .errors import DHPError, InvalidInput
 from .logfile import MAX_LINE_BYTES, read_json_lines, read_log
+
+CHAIN_FORMS = ({"handoff_id", "records"}, {"handoff_id", "intent", "records"})
 
 
 @dataclass
@@ -92,7 +95,10 @@ def _validate_document(f: BinaryIO, report: FileReport, max_line: int) -> None:
         return
     if isinstance(doc, list):
         _check_records(doc, report)
-    elif isinstance(doc, dict) and doc.keys() == {"handoff_id", "records"}:
+    elif isinstance(doc, dict) and set(doc) in CHAIN_FORMS:
+        if "intent" in doc:  # its id must be the intent's (DHP-ENV-002)
+            _check_envelope_doc({"dhp": PROTOCOL_VERSION, "handoff_id": doc["handoff_id"],
+                                 "intent": doc["intent"]}, report)
         _check_records(doc["records"], report, doc["handoff_id"])
     else:
         _check_envelope_doc(doc, report)
