@@ -235,3 +235,11 @@ def test_a_tampered_intent_in_the_shipped_chain_vectors_fails_the_lint(tmp_path)
     assert len(problems) == 1, problems
     assert problems[0].startswith("checkpoint-chain.json: checkpoint-chain-005: input.intent "
                                   "hashes to ")
+
+
+@pytest.mark.parametrize("generator", ["identity", "envelope", "fencing", "chain"])
+def test_vector_files_are_what_their_generator_writes(generator):
+    script = ROOT / "tools" / f"gen_{generator}_vectors.py"
+    run = subprocess.run([sys.executable, str(script), "--check"], capture_output=True,
+                         text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
