@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dhp_conform.suites.decisions import dying_takes
 from model import ModelHandoff
 
 VECTORS = Path(__file__).resolve().parent.parent / "vectors" / "lifecycle.json"
@@ -235,17 +236,6 @@ def _in_child(action) -> int:
 
 # --- the trace runner --------------------------------------------------------------------------
 
-def _dying_claims(steps: list[dict]) -> set[int]:
-    """Indexes of the takes whose owner a later step declares dead (owner_dead: true)."""
-    out, last_take = set(), None
-    for i, step in enumerate(steps):
-        if step["op"] == "recover" and step.get("owner_dead") and last_take is not None:
-            out.add(last_take)
-        if step["op"] in TAKES and "error" not in step["expect"]:
-            last_take = i
-    return out
-
-
 def _perform(driver, step: dict, in_child: bool) -> Any:
     name = step["op"]
     if name == "dispatch":
@@ -263,7 +253,7 @@ def _perform(driver, step: dict, in_child: bool) -> Any:
 
 def run_trace(driver, clock: FakeClock, vector: dict) -> None:
     steps = vector["input"]["steps"]
-    dying = _dying_claims(steps)
+    dying = dying_takes(steps)
     for i, step in enumerate(steps):
         where = f"{vector['id']} step {i} ({step['op']} at {step['at']})"
         clock.now = step["at"]

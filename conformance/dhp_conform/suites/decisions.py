@@ -117,8 +117,9 @@ def _record_outcome(ctx: Ctx, vector: dict, run) -> None:
 
 # --- lifecycle traces ------------------------------------------------------------------------
 
-def _dying_takes(steps: list[dict]) -> set[int]:
-    """Indexes of the takes whose owner a later step declares dead (owner_dead: true)."""
+def dying_takes(steps: list[dict]) -> set[int]:
+    """Indexes of the takes whose owner a later step declares dead (owner_dead: true).
+    Also how the reference's own vector runner reads a trace (tests/test_lifecycle_vectors)."""
     out, last_take = set(), None
     for i, step in enumerate(steps):
         if step["op"] == "recover" and step.get("owner_dead") and last_take is not None:
@@ -132,7 +133,7 @@ def _trace(bench: Bench, vector: dict) -> None:
     steps, ttl = vector["input"]["steps"], vector["input"]["ttl"]
     intent = vector["input"]["intent"]
     hid = oracle.handoff_id(intent)
-    dying = _dying_takes(steps)
+    dying = dying_takes(steps)
     if dying and "liveness" not in bench.ctx.features:
         raise Unreachable("a step recovers from a dead owner (owner_dead), which needs the "
                           "feature liveness")
