@@ -7,7 +7,7 @@ where they reach below it.
 from __future__ import annotations
 
 import dhp
-from dhp.errors import Conflict
+from dhp.core.errors import Conflict
 
 sdk = dhp
 
@@ -83,7 +83,7 @@ def plant_claim(store, hid: str, worker_id: str, ttl: float) -> None:
     """Setup only: a claim with no TaskContext, so 20,000 of them start no heartbeat threads.
     operations.take is the transaction the SDK's claim runs (same record, same liveness
     token of this process)."""
-    from dhp import operations
+    from dhp.core import operations
 
     operations.take(store, hid, "claim", worker_id, ttl)
 

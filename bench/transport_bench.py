@@ -43,7 +43,7 @@ CASES = [(1, False), (8, False), (1, True), (8, True)]
 def child_server(side: str, root: str, tls: str) -> None:
     """Serve until terminated; print the port first."""
     if side == "ours":
-        from dhp import net
+        from dhp.transport import server as net
         ctx = net.server_ssl_context(*tls.split(",")) if tls else None
         server = net.TransportServer(root, "127.0.0.1", 0, secret=SECRET, ssl_context=ctx)
         server.bind()
@@ -53,7 +53,7 @@ def child_server(side: str, root: str, tls: str) -> None:
         os.environ["DHP_TRANSPORT_TOKEN"] = SECRET
         import socket
 
-        from dhp.net import TransportServer
+        from dhp.transport.server import TransportServer
         with socket.socket() as probe:  # it cannot pick a free port itself
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
@@ -67,9 +67,10 @@ def child_server(side: str, root: str, tls: str) -> None:
 def _ours_job(port: int, tls: str, buffer: str, count: int, size: int, tag: str):
     """(warm, run): warm ships a small handoff first, untimed (imports, schema compilation,
     connection); run ships `count` checkpoints of another handoff and waits for every ack."""
-    from dhp import chain, net
-    from dhp.envelope import make_envelope, make_intent
-    from dhp.shipper import NetShipper
+    from dhp.core import chain
+    from dhp.core.envelope import make_envelope, make_intent
+    from dhp.transport import server as net
+    from dhp.transport.shipper import NetShipper
 
     def chain_of(name: str, n: int):
         env = make_envelope(make_intent("bench.ship", {"tag": name}, C.OUTPUT_SCHEMA))
@@ -102,8 +103,8 @@ def _ours_job(port: int, tls: str, buffer: str, count: int, size: int, tag: str)
 
 
 def _orig_job(port: int, tls: str, buffer: str, count: int, size: int, tag: str):
-    from dhp import envelope as E
-    from dhp.net import NetShipper
+    from dhp.core import envelope as E
+    from dhp.transport.server import NetShipper
     warm_env = E.build("bench.ship", {"tag": f"{tag}-warm"}, C.OUTPUT_SCHEMA)
     env = E.build("bench.ship", {"tag": tag}, C.OUTPUT_SCHEMA)
     states = [C.padded_state(size, i) for i in range(count)]

@@ -3,7 +3,7 @@
     python bench/validate_bench.py [--lines 1000000] [--keep DIR]
 
 Writes a valid log of `--lines` lines (1 header + checkpoints) into a temporary folder, runs
-`python -m dhp.cli validate` on it in a subprocess, and prints one JSON line:
+`python -m dhp.cli.main validate` on it in a subprocess, and prints one JSON line:
 {"bench": "validate", "lines": .., "seconds": .., "lines_per_s": .., "peak_rss_mib": ..,
 "cpu_seconds": ..}.
 Peak RSS comes from getrusage(RUSAGE_CHILDREN), i.e. the validator process only. The log is
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         log = folder / f"bench-{args.lines}.jsonl"
         write_log(log, args.lines)
         start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "dhp.cli", "validate", str(log)],
+        proc = subprocess.run([sys.executable, "-m", "dhp.cli.main", "validate", str(log)],
                               capture_output=True, text=True)
         seconds = time.perf_counter() - start
         if proc.returncode != 0:

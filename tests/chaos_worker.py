@@ -26,7 +26,7 @@ import sys
 import time
 
 from dhp import api
-from dhp.errors import Conflict
+from dhp.core.errors import Conflict
 
 OUTPUT_SCHEMA = {"type": "object", "required": ["steps", "total"],
                  "properties": {"steps": {"type": "integer"}, "total": {"type": "integer"}}}

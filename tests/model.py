@@ -1,7 +1,7 @@
 """An independent pure model of the DHP/1.0 state machine, the oracle of the store tests.
 
 Written from the contract's decision table (spec/states.md, spec/leases-fencing.md,
-spec/budgets.md), deliberately without importing `dhp.machine`: the vectors and the stateful
+spec/budgets.md), deliberately without importing `dhp.core.machine`: the vectors and the stateful
 test compare the reference against this second reading of the rules, so a slip in one of
 them shows up as a disagreement instead of being copied into both.
 

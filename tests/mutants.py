@@ -11,27 +11,27 @@ kit see it on every run rather than now and then.
 from __future__ import annotations
 
 MUTANTS: list[dict] = [
-    {"name": "no-fence-check-on-writes", "file": "machine.py",
+    {"name": "no-fence-check-on-writes", "file": "core/machine.py",
      "old": 'or record["fence"] != op["fence"]', "new": "",
      "suite": "fencing", "expected_requirement": "DHP-FEN-003"},
-    {"name": "fence-not-bumped-on-recover", "file": "machine.py",
+    {"name": "fence-not-bumped-on-recover", "file": "core/machine.py",
      "old": 'fence=record["fence"] + 1,',
      "new": 'fence=record["fence"] + (op["name"] != "recover"),',
      "suite": "fencing", "expected_requirement": "DHP-FEN-001"},
-    {"name": "no-hash-chain", "file": "operations.py",
+    {"name": "no-hash-chain", "file": "core/operations.py",
      "old": "made = chain.make_record(hid, seq + 1, fence, state, spend, prev)",
      "new": "made = chain.make_record(hid, seq + 1, fence, state, spend, hid)",
      "suite": "lifecycle", "expected_requirement": "DHP-CKP-004"},
-    {"name": "max-steps-off-by-one", "file": "machine.py",
+    {"name": "max-steps-off-by-one", "file": "core/machine.py",
      "old": 'record["steps"] + 1 > budget["max_steps"]',
      "new": 'record["steps"] > budget["max_steps"]',
      "suite": "lifecycle", "expected_requirement": "DHP-BUD-002"},
-    {"name": "result-not-validated", "file": "operations.py",
+    {"name": "result-not-validated", "file": "core/operations.py",
      "old": 'op["result_errors"] = result_errors(row["envelope"], result)',
      "new": 'op["result_errors"] = []',
      "suite": "lifecycle", "expected_requirement": "DHP-RES-002"},
     # --- a claim that is not atomic: read in one transaction, write in another -------------
-    {"name": "claim-not-atomic", "file": "operations.py",
+    {"name": "claim-not-atomic", "file": "core/operations.py",
      "old": ("    with backend.transaction() as tx:\n"
              "        row = tx.get(hid)\n"
              "        now = backend.now()\n"
@@ -46,9 +46,9 @@ MUTANTS: list[dict] = [
     # --- a checkpoint acknowledged before it is stored: appended 0.3 s later ----------------
     {"name": "checkpoint-acked-before-durable",
      "edits": [
-         ("operations.py", "tx.append_checkpoint(made)",
+         ("core/operations.py", "tx.append_checkpoint(made)",
           '__import__("threading").Timer(0.3, _append_later, (backend, made)).start()'),
-         ("operations.py", "def result_errors(",
+         ("core/operations.py", "def result_errors(",
           "def _append_later(backend, made):\n"
           "    with backend.transaction() as tx:\n"
           "        tx.append_checkpoint(made)\n\n\n"
@@ -64,56 +64,56 @@ MUTANTS: list[dict] = [
      "old": 'for row in operations.rows(store, state="dead_lettered")]',
      "new": 'for row in operations.rows(store, state="dead_lettered")][:-1]',
      "suite": "lifecycle", "expected_requirement": "DHP-BUD-006"},
-    {"name": "max-attempts-off-by-one", "file": "machine.py",
+    {"name": "max-attempts-off-by-one", "file": "core/machine.py",
      "old": 'cap is not None and record["attempts"] >= cap:\n        return _dead_letter(',
      "new": 'cap is not None and record["attempts"] > cap:\n        return _dead_letter(',
      "suite": "lifecycle", "expected_requirement": "DHP-BUD-001"},
-    {"name": "max-spend-ignores-this-spend", "file": "machine.py",
+    {"name": "max-spend-ignores-this-spend", "file": "core/machine.py",
      "old": 'record["spend"] + spend > budget["max_spend"]',
      "new": 'record["spend"] > budget["max_spend"]',
      "suite": "lifecycle", "expected_requirement": "DHP-BUD-003"},
     # --- a lease still live at its exact expiry instant: only the manual clock can see it ----
-    {"name": "lease-live-at-expiry-instant", "file": "machine.py",
+    {"name": "lease-live-at-expiry-instant", "file": "core/machine.py",
      "old": "return expires is not None and now < expires",
      "new": "return expires is not None and now <= expires",
      "suite": "vectors", "only": "DHP-LSE-*", "expected_requirement": "DHP-LSE-002"},
     # --- cancel accepted but a claimed handoff keeps running --------------------------------
-    {"name": "cancel-not-reaching-worker", "file": "machine.py",
+    {"name": "cancel-not-reaching-worker", "file": "core/machine.py",
      "old": ('    return Outcome(True, dict(record, state="cancelled", owner=None, '
              "lease_expires_at=None))"),
      "new": ('    return Outcome(True, record if record["state"] == "claimed" else '
              'dict(record, state="cancelled", owner=None, lease_expires_at=None))'),
      "suite": "lifecycle", "expected_requirement": "DHP-FEN-006"},
-    {"name": "release-keeps-the-lease", "file": "machine.py",
+    {"name": "release-keeps-the-lease", "file": "core/machine.py",
      "old": ('return Outcome(True, dict(record, state="released", owner=None, '
              "lease_expires_at=None))"),
      "new": "return Outcome(True, dict(record))",
      "suite": "lifecycle", "expected_requirement": "DHP-STM-002"},
     {"name": "complete-accepted-twice",
      "edits": [
-         ("machine.py",
+         ("core/machine.py",
           'return Outcome(True, dict(record, state="completed", owner=None, '
           "lease_expires_at=None))",
           'return Outcome(True, dict(record, state="completed"))'),
-         ("machine.py", 'if state != "claimed" or record["owner"] != op["worker"]',
+         ("core/machine.py", 'if state != "claimed" or record["owner"] != op["worker"]',
           'if state not in ("claimed", "completed") or record["owner"] != op["worker"]'),
      ],
      "suite": "lifecycle", "expected_requirement": "DHP-RES-003"},
-    {"name": "fence-reused-after-requeue", "file": "machine.py",
+    {"name": "fence-reused-after-requeue", "file": "core/machine.py",
      "old": 'dict(record, state="pending", attempts=0,',
      "new": 'dict(record, state="pending", fence=0, attempts=0,',
      "suite": "lifecycle", "expected_requirement": "DHP-FEN-002"},
     # --- an export that re-seals every checkpoint onto the handoff id: no chain -------------
     {"name": "export-without-chain",
      "edits": [
-         ("logfile.py",
+         ("core/logfile.py",
           '    for record in records:\n        yield {"type": "checkpoint", "record": record}',
           '    from .chain import make_record\n'
           '    for record in records:\n'
           '        yield {"type": "checkpoint", "record": make_record(\n'
           '            record["handoff_id"], record["seq"], record["fence"], record["state"],\n'
           '            record["spend"], envelope["handoff_id"])}'),
-         ("logfile.py",
+         ("core/logfile.py",
           'verifier.add(line["record"])\n'
           '                elif line["type"] == "result":\n'
           '                    verifier.add_result(line["record"])',
@@ -122,14 +122,14 @@ MUTANTS: list[dict] = [
           '                    pass'),
      ],
      "suite": "lifecycle", "expected_requirement": "DHP-CKP-004"},
-    {"name": "recover-ignores-owner-liveness", "file": "operations.py",
+    {"name": "recover-ignores-owner-liveness", "file": "core/operations.py",
      "old": ('machine.lease_live(row["record"], now):\n'
              '            op["owner_dead"] = backend.liveness.owner_dead('
              'row["owner_incarnation"])'),
      "new": 'machine.lease_live(row["record"], now):\n            op["owner_dead"] = True',
      "suite": "fencing", "expected_requirement": "DHP-FEN-005"},
     # --- a transport peer that checks a new record's place in the chain but not its hash ---
-    {"name": "ingest-without-hash-check", "file": "transport.py",
+    {"name": "ingest-without-hash-check", "file": "transport/file.py",
      "old": "_continue(stored, hid, parsed).add(record)",
      "new": "_continue(stored, hid, parsed).add(dict(record, hash=chain.record_hash(record)))",
      "suite": "transport", "expected_requirement": "DHP-TRN-015"},

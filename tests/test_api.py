@@ -8,8 +8,8 @@ import time
 
 import pytest
 from dhp import api as dhp
-from dhp import operations, schemas
-from dhp.errors import (
+from dhp.core import operations, schemas
+from dhp.core.errors import (
     BudgetExceeded,
     Cancelled,
     Conflict,

@@ -11,9 +11,10 @@ import tracemalloc
 import dhp_data
 import pytest
 import rfc8785
-from dhp import IntegrityError, InvalidInput, schemas
-from dhp.canonical import canonical_json
-from dhp.chain import (
+from dhp import IntegrityError, InvalidInput
+from dhp.core import schemas
+from dhp.core.canonical import canonical_json
+from dhp.core.chain import (
     ChainVerifier,
     canonical_parsed,
     check_checkpoint_shape,
@@ -24,7 +25,7 @@ from dhp.chain import (
     verify_chain,
     verify_record,
 )
-from dhp.envelope import make_envelope
+from dhp.core.envelope import make_envelope
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -239,7 +240,7 @@ def _serialise(records: list[dict]) -> bytes:
 
 def _verify_text(data: bytes) -> list:
     """Parse a serialised chain and verify it; return the records, or raise."""
-    from dhp.canonical import parse_json
+    from dhp.core.canonical import parse_json
     records = [parse_json(line) for line in data.decode("utf-8").split("\n")[:-1]]
     verify_chain(HID, records)
     return records

@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 
 import pytest
-from dhp import api, chain
+from dhp import api
+from dhp.core import chain
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chaos_worker import OUTPUT_SCHEMA, value  # noqa: E402

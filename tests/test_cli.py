@@ -1,4 +1,4 @@
-"""The runtime subcommands of `dhp` (dhp.commands): tables, --json, exit codes, and clear
+"""The runtime subcommands of `dhp` (dhp.cli.commands): tables, --json, exit codes, and clear
 errors for a missing store, a bad id and bad JSON input."""
 
 from __future__ import annotations
@@ -9,7 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from dhp import api, cli, commands, schemas
+from dhp import api
+from dhp.cli import commands
+from dhp.cli import main as cli
+from dhp.core import schemas
 
 OUT_SCHEMA = {"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}}
 UNKNOWN = "sha256:" + "0" * 64
@@ -42,7 +45,7 @@ def dispatch(capsys, *extra: str) -> str:
 
 def test_help_lists_runtime_commands_and_exit_codes():
     """The installed entry point (cli.py wires commands.register)."""
-    proc = subprocess.run([sys.executable, "-m", "dhp.cli", "--help"], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "dhp.cli.main", "--help"], capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0
     for name in ("dispatch", "status", "ls", "result", "dlq", "cancel", "export", "import",
@@ -246,7 +249,7 @@ def test_export_then_import_elsewhere(capsys, store_path, tmp_path):
 
 def test_supervisor_subcommand_once(capsys, store_path):
     dispatch(capsys)
-    proc = subprocess.run([sys.executable, "-m", "dhp.cli", "supervisor", "--store",
+    proc = subprocess.run([sys.executable, "-m", "dhp.cli.main", "supervisor", "--store",
                            str(store_path), "--id", "cli-sup", "--once"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

@@ -120,7 +120,7 @@ def test_the_reference_adapter_serves_with_the_max_frame_asked_for(tmp_path):
     import json
 
     from dhp.adapter import Adapter
-    from dhp.shipper import connect
+    from dhp.transport.shipper import connect
 
     secret = "adapter-max-frame-secret-0123456"
     adapter = Adapter()

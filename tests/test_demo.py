@@ -11,11 +11,12 @@ import subprocess
 import sys
 
 import pytest
-from dhp import api, demo
+from dhp import api
+from dhp.cli import demo
 
 
 def _run_demo(*args: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", "dhp.cli", "demo", *args],
+    proc = subprocess.run([sys.executable, "-m", "dhp.cli.main", "demo", *args],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
@@ -93,7 +94,7 @@ def test_one_host_demo_is_green_with_zero_refetch(tmp_path):
 
 
 def test_demo_usage_error(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "dhp.cli", "demo", "--kill-at", "60"],
+    proc = subprocess.run([sys.executable, "-m", "dhp.cli.main", "demo", "--kill-at", "60"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "--kill-at" in proc.stderr
 
@@ -117,7 +118,7 @@ def _finished_handoff(tmp_path, pages: int):
     ({"/page/1": 1, "/page/3": 1}, False),  # a page never fetched is RED
 ])
 def test_verdict_is_red_on_any_refetch(tmp_path, hits, green):
-    from dhp import chain
+    from dhp.core import chain
 
     store, hid = _finished_handoff(tmp_path, 3)
     server = demo.PageServer(3)
@@ -131,7 +132,7 @@ def test_verdict_is_red_on_any_refetch(tmp_path, hits, green):
 
 
 def test_verdict_is_red_on_a_problem_found_during_the_run(tmp_path):
-    from dhp import chain
+    from dhp.core import chain
 
     store, hid = _finished_handoff(tmp_path, 3)
     server = demo.PageServer(3)

@@ -10,7 +10,7 @@ from pathlib import Path
 import dhp
 import dhp_data
 import pytest
-from dhp import schemas
+from dhp.core import schemas
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = re.compile(r"<!--\s*schema:\s*([A-Za-z0-9_-]+)\s*-->\s*\n(?:[ \t]*\n)*"

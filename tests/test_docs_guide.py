@@ -75,7 +75,7 @@ def test_every_include_exists():
 
 
 def test_exit_code_table_comes_from_the_cli():
-    from dhp.commands import EXIT_CODES
+    from dhp.cli.commands import EXIT_CODES
 
     table = gen_docs.exit_codes_table()
     codes = re.findall(r"^\| (\d+) \|", table, re.M)

@@ -10,7 +10,7 @@ import dhp
 import dhp_data
 import pytest
 import rfc8785
-from dhp.envelope import check_envelope, check_intent, make_envelope, make_intent
+from dhp.core.envelope import check_envelope, check_intent, make_envelope, make_intent
 
 VECTORS = json.loads(dhp_data.path("vectors", "envelope.json").read_text(encoding="utf-8"))
 TESTS = VECTORS["tests"]

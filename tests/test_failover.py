@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from dhp import api as dhp
-from dhp.errors import Conflict
+from dhp.core.errors import Conflict
 
 WORKER = Path(__file__).resolve().parent / "helpers" / "worker.py"
 SCHEMA = {"type": "object"}

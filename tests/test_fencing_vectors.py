@@ -1,4 +1,4 @@
-"""Every fencing vector, three times: against dhp.machine.decide (the function every store
+"""Every fencing vector, three times: against dhp.core.machine.decide (the function every store
 runs), against the independent model in tests/model.py, and against the real SQLite store
 (record seeded through the store's own transaction, operation performed through the
 store's operations with a test clock, record read back)."""
@@ -10,7 +10,7 @@ import secrets
 from pathlib import Path
 
 import pytest
-from dhp import machine
+from dhp.core import machine
 from jsonschema import Draft202012Validator
 from model import FIELDS
 from model import decide as model_decide
@@ -123,9 +123,9 @@ def _owner_token(backend, folder: Path, vector: dict) -> str | None:
 
 @pytest.mark.parametrize("vector", _params())
 def test_store(vector, tmp_path):
-    pytest.importorskip("dhp.store", reason="the store (dhp.store, dhp.sqlite_store) is "
+    pytest.importorskip("dhp.store", reason="the store (dhp.store, dhp.store.sqlite) is "
                         "not written yet")
-    from dhp import operations
+    from dhp.core import operations
 
     inp, expected = vector["input"], vector["expected"]
     op = inp["op"]

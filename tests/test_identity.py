@@ -15,7 +15,7 @@ import dhp
 import dhp_data
 import pytest
 import rfc8785
-from dhp.envelope import check_intent
+from dhp.core.envelope import check_intent
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

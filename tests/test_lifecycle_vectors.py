@@ -1,6 +1,6 @@
 """Every lifecycle trace, step by step, against the independent model (tests/model.py) and
 against the real SQLite store with a test clock: once through the store's operations layer
-(dhp.operations, the code every SDK call ends in) and once through the public SDK
+(dhp.core.operations, the code every SDK call ends in) and once through the public SDK
 (dhp.Store, dhp.claim, ctx.checkpoint, ...).
 
 A recover with `owner_dead: true` needs a dead owner: on the store, the claim that made that
@@ -106,12 +106,12 @@ class ModelDriver:
 
 
 class OpsDriver:
-    """The real store through dhp.operations."""
+    """The real store through dhp.core.operations."""
 
     def __init__(self, intent: dict, ttl: float, clock: FakeClock, folder: Path):
-        from dhp import operations
-        from dhp.canonical import handoff_id
-        from dhp.sqlite_store import SQLiteStore
+        from dhp.core import operations
+        from dhp.core.canonical import handoff_id
+        from dhp.store.sqlite import SQLiteStore
 
         self.ops = operations
         self.intent, self.ttl, self.clock = intent, ttl, clock
@@ -158,7 +158,7 @@ class SdkDriver(OpsDriver):
     dead process's fence) goes through the operations layer."""
 
     def __init__(self, intent: dict, ttl: float, clock: FakeClock, folder: Path):
-        from dhp.backend import StoreBackend
+        from dhp.core.backend import StoreBackend
 
         self.dhp = sdk()
         super().__init__(intent, ttl, clock, folder)
@@ -297,7 +297,7 @@ def test_model(vector):
 
 @pytest.mark.parametrize("vector", _params())
 def test_store_operations(vector, tmp_path):
-    pytest.importorskip("dhp.sqlite_store", reason="the SQLite store (dhp.sqlite_store) is "
+    pytest.importorskip("dhp.store.sqlite", reason="the SQLite store (dhp.store.sqlite) is "
                         "not written yet")
     clock = FakeClock()
     driver = OpsDriver(vector["input"]["intent"], vector["input"]["ttl"], clock, tmp_path)

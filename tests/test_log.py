@@ -11,10 +11,11 @@ import sys
 
 import dhp_data
 import pytest
-from dhp import DHPError, IntegrityError, InvalidInput, schemas
-from dhp.chain import make_record, make_result_record
-from dhp.envelope import make_envelope, make_intent
-from dhp.logfile import append_line, encode_line, read_json_lines, read_log, write_log
+from dhp import DHPError, IntegrityError, InvalidInput
+from dhp.core import schemas
+from dhp.core.chain import make_record, make_result_record
+from dhp.core.envelope import make_envelope, make_intent
+from dhp.core.logfile import append_line, encode_line, read_json_lines, read_log, write_log
 
 SUITE = json.loads(dhp_data.path("vectors", "log.json").read_text("utf-8"))
 LOG_REQS = ("DHP-LOG-001", "DHP-LOG-002", "DHP-LOG-003", "DHP-LOG-004", "DHP-LOG-005",
@@ -47,7 +48,7 @@ def test_log_vector_with_read_log(test):
 @pytest.mark.covers(*LOG_REQS)
 def test_log_vectors_with_the_cli():
     paths = [vector_path(t) for t in SUITE["tests"]]
-    proc = subprocess.run([sys.executable, "-m", "dhp.cli", "validate", "--json", *paths],
+    proc = subprocess.run([sys.executable, "-m", "dhp.cli.main", "validate", "--json", *paths],
                           capture_output=True, text=True, cwd=os.path.expanduser("~"))
     assert proc.returncode == 1, proc.stderr  # some vectors are invalid by design
     files = json.loads(proc.stdout)["files"]
@@ -63,7 +64,7 @@ def test_log_vectors_with_the_cli():
 
 
 def test_cli_checks_every_shipped_vector():
-    proc = subprocess.run([sys.executable, "-m", "dhp.cli", "validate", "--vectors"],
+    proc = subprocess.run([sys.executable, "-m", "dhp.cli.main", "validate", "--vectors"],
                           capture_output=True, text=True, cwd=os.path.expanduser("~"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "FAIL" not in proc.stdout
@@ -205,8 +206,8 @@ def test_a_complete_last_line_without_lf_is_kept_with_a_warning(tmp_path, handof
                                   b"-Infinity", b'"\\ud800"', b" {} ", b"", b'{"a":[1,2]}',
                                   b"[" * 100000])
 def test_line_parser_is_as_strict_as_parse_json(text):
-    from dhp.canonical import parse_json
-    from dhp.logfile import _parse_line
+    from dhp.core.canonical import parse_json
+    from dhp.core.logfile import _parse_line
 
     def verdict(parse):
         try:

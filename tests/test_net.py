@@ -16,12 +16,14 @@ import ssl
 import threading
 import time
 
-import dhp.shipper as shipper_module
+import dhp.transport.shipper as shipper_module
 import pytest
-from dhp import api, chain, net
-from dhp.errors import IntegrityError, InvalidInput, NotFound
-from dhp.shipper import NetShipper, backoff, connect
+from dhp import api
+from dhp.core import chain
+from dhp.core.errors import IntegrityError, InvalidInput, NotFound
 from dhp.store import Store
+from dhp.transport import server as net
+from dhp.transport.shipper import NetShipper, backoff, connect
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from transport_helpers import (

@@ -13,10 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
-from dhp import api, chain, net
-from dhp.errors import IntegrityError
-from dhp.shipper import NetShipper
+from dhp import api
+from dhp.core import chain
+from dhp.core.errors import IntegrityError
 from dhp.store import Store
+from dhp.transport import server as net
+from dhp.transport.shipper import NetShipper
 from transport_helpers import (
     HERE,
     OUTPUT_SCHEMA,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from dhp import api as dhp
-from dhp.clock import store_clock
+from dhp.core.clock import store_clock
 
 RACER = Path(__file__).resolve().parent / "helpers" / "racer.py"
 RACERS = 10

@@ -8,11 +8,11 @@ import re
 from pathlib import Path
 
 import dhp
-import dhp.schemas as schemas
+import dhp.core.schemas as schemas
 import dhp_data
 import pytest
-from dhp.envelope import check_envelope, check_intent
-from dhp.errors import BY_CODE
+from dhp.core.envelope import check_envelope, check_intent
+from dhp.core.errors import BY_CODE
 from jsonschema import Draft202012Validator
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,8 +9,9 @@ import time
 
 import pytest
 from dhp import api as dhp
-from dhp import clock, operations, sqlite_store
-from dhp.errors import BudgetExceeded, InvalidInput, LeaseLost, Unavailable
+from dhp.core import clock, operations
+from dhp.core.errors import BudgetExceeded, InvalidInput, LeaseLost, Unavailable
+from dhp.store import sqlite as sqlite_store
 
 SCHEMA = {"type": "object"}
 

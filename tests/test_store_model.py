@@ -7,7 +7,7 @@ After every step the two agree on the outcome (error code) and on state, owner, 
 lease, attempts, steps, spend, checkpoint count and last checkpoint; the fence never
 decreases; no fence is handed out twice and at most one grant holds the live lease.
 
-The same machine also runs with dhp.machine.decide as the implementation (fast, many more
+The same machine also runs with dhp.core.machine.decide as the implementation (fast, many more
 examples), which checks the rules themselves apart from the storage.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dhp import machine
+from dhp.core import machine
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -76,7 +76,7 @@ class StoreImpl:
     or a process that has died) goes through the store's operations layer directly."""
 
     def __init__(self, intent: dict, clock: FakeClock):
-        from dhp import operations
+        from dhp.core import operations
 
         self.sdk, self.ops = _sdk(), operations
         self.folder = Path(tempfile.mkdtemp(prefix="dhp-stateful-"))
@@ -147,7 +147,7 @@ class StoreImpl:
 
 
 class MachineImpl:
-    """dhp.machine.decide with the bookkeeping of a store, kept in memory."""
+    """dhp.core.machine.decide with the bookkeeping of a store, kept in memory."""
 
     def __init__(self, intent: dict, clock: FakeClock):
         self.intent, self.clock = intent, clock
@@ -335,7 +335,7 @@ class MachineVersusModel(StoreVersusModel):
 
 @pytest.mark.covers(*REQUIREMENTS)
 def test_store_against_model():
-    pytest.importorskip("dhp.sqlite_store", reason="the SQLite store (dhp.sqlite_store) is "
+    pytest.importorskip("dhp.store.sqlite", reason="the SQLite store (dhp.store.sqlite) is "
                         "not written yet")
     run_state_machine_as_test(StoreVersusModel, settings=settings(
         max_examples=100, stateful_step_count=50, deadline=None,

@@ -13,7 +13,7 @@ import time
 
 import pytest
 from dhp import api as dhp
-from dhp.errors import SchemaViolation
+from dhp.core.errors import SchemaViolation
 
 pytestmark = pytest.mark.covers("DHP-CKP-011")
 

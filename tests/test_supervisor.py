@@ -13,7 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-from dhp import api, operations, supervisor_sql
+from dhp import api
+from dhp.core import operations
+from dhp.store import sqlite_supervisor as supervisor_sql
 from dhp.supervisor import LostLeadership, Supervisor
 
 HERE = Path(__file__).resolve().parent

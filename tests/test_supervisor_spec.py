@@ -16,8 +16,10 @@ import sys
 import time
 
 import pytest
-from dhp import api, operations, supervisor_sql
-from dhp.errors import InvalidInput
+from dhp import api
+from dhp.core import operations
+from dhp.core.errors import InvalidInput
+from dhp.store import sqlite_supervisor as supervisor_sql
 from dhp.supervisor import LEADERSHIP, Supervisor
 from test_supervisor import action, supervisor_proc
 

@@ -12,11 +12,12 @@ import sys
 import time
 
 import pytest
-from dhp import api, chain
-from dhp.errors import Conflict, IntegrityError
-from dhp.logfile import read_log
+from dhp import api
+from dhp.core import chain
+from dhp.core.errors import Conflict, IntegrityError
+from dhp.core.logfile import read_log
 from dhp.store import Store
-from dhp.transport import FileShipper, Ingest, ingest_file, ingest_folder, log_name
+from dhp.transport.file import FileShipper, Ingest, ingest_file, ingest_folder, log_name
 from transport_helpers import HERE, envelope, records, result_record
 
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import dhp_data
 import pytest
-from dhp.chain import make_record
-from dhp.cli import COMMANDS, main
-from dhp.envelope import make_envelope, make_intent
-from dhp.logfile import write_log
-from dhp.validate import validate_path
+from dhp.cli.main import COMMANDS, main
+from dhp.core.chain import make_record
+from dhp.core.envelope import make_envelope, make_intent
+from dhp.core.logfile import write_log
+from dhp.core.validate import validate_path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -194,7 +194,7 @@ def test_deeply_nested_input_is_an_error_not_a_crash(tmp_path, capsys, envelope)
 
 def _cli(*args, cwd):
     exe = shutil.which("dhp", path=os.path.dirname(sys.executable))
-    cmd = [exe] if exe else [sys.executable, "-m", "dhp.cli"]
+    cmd = [exe] if exe else [sys.executable, "-m", "dhp.cli.main"]
     return subprocess.run([*cmd, *args], capture_output=True, text=True, cwd=cwd)
 
 

@@ -7,7 +7,7 @@ Nothing generated is written to docs/: at build time the hook adds, in memory,
 - benchmarks.md: bench/README.md (commands, method, results) as a page.
 Hand-written pages may hold placeholders that the hook fills from the sources (see
 `fill_placeholders`): example programs and their checked output, the `dhp` exit-code table
-from `dhp.commands.EXIT_CODES`, and the `--help` text of a command.
+from `dhp.cli.commands.EXIT_CODES`, and the `--help` text of a command.
 So `mkdocs build --strict` works from a clean clone and the site never drifts from the sources.
 """
 
@@ -156,9 +156,9 @@ def include(rel: str, root: Path = ROOT) -> str:
 
 
 def exit_codes_table(text: str | None = None) -> str:
-    """`dhp.commands.EXIT_CODES` (the text every command's --help shows) as a table."""
+    """`dhp.cli.commands.EXIT_CODES` (the text every command's --help shows) as a table."""
     if text is None:
-        from dhp.commands import EXIT_CODES as text
+        from dhp.cli.commands import EXIT_CODES as text
     rows: list[list[str]] = []
     for line in text.splitlines()[1:]:  # the first line is the "exit codes:" title
         code = re.match(r"^\s+(\d+)\s+(.*)$", line)
@@ -167,7 +167,7 @@ def exit_codes_table(text: str | None = None) -> str:
         elif rows and line.strip():
             rows[-1][1] += " " + line.strip()
     if not rows:
-        raise ValueError("exit-codes: found no codes in dhp.commands.EXIT_CODES")
+        raise ValueError("exit-codes: found no codes in dhp.cli.commands.EXIT_CODES")
     return "\n".join(["| Exit code | Meaning |", "|-----------|---------|"]
                      + [f"| {c} | {_cell(m)} |" for c, m in rows])
 
@@ -178,7 +178,7 @@ def help_text(command: str) -> str:
         from dhp.supervisor import main
         argv = ["--help"]
     else:
-        from dhp.cli import main
+        from dhp.cli.main import main
         argv = [*command.split()[1:], "--help"]
         if command.split()[0] != "dhp":
             raise ValueError(f"help: unknown program in {command!r}")

@@ -1,7 +1,7 @@
 """Write vectors/fencing.json and vectors/lifecycle.json.
 
 Every expectation below is written out by hand from the contract's decision table (it is not
-computed by dhp.machine or by tests/model.py, which the vectors then check). The helpers only
+computed by dhp.core.machine or by tests/model.py, which the vectors then check). The helpers only
 save typing: `acc(**changes)` is "accepted, the record becomes the input record with these
 fields changed", `rej(code)` is "refused, the record is unchanged", `dlq(cap)` is "refused
 with budget_exceeded, the record is the input record moved to the dead-letter queue".

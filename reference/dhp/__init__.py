@@ -3,7 +3,7 @@
 See spec/ for the normative text. Everything a user needs is importable from here.
 """
 
-from .api import (
+from dhp.api import (
     Store,
     StoreBackend,
     TaskContext,
@@ -27,9 +27,9 @@ from .api import (
     result,
     status,
 )
-from .canonical import canonical_json, handoff_id, parse_json, sha256_of
-from .envelope import check_envelope, check_intent, make_envelope, make_intent
-from .errors import (
+from dhp.core.canonical import canonical_json, handoff_id, parse_json, sha256_of
+from dhp.core.envelope import check_envelope, check_intent, make_envelope, make_intent
+from dhp.core.errors import (
     BudgetExceeded,
     Cancelled,
     Conflict,
@@ -43,9 +43,9 @@ from .errors import (
     Unavailable,
     UnsupportedVersion,
 )
-from .net import TransportServer
-from .shipper import NetShipper
-from .transport import FileShipper, ingest_folder
+from dhp.transport.file import FileShipper, ingest_folder
+from dhp.transport.server import TransportServer
+from dhp.transport.shipper import NetShipper
 
 PROTOCOL_VERSION = "1.0"
 __version__ = "0.1.0"

@@ -14,8 +14,8 @@ optional feature manual-clock, DHP-ADP-013), so the kit can run the decision-tab
 their exact instants. `supervise` runs one pass of this process's dhp.supervisor.Supervisor,
 which keeps its leadership between passes like a long-running supervisor does.
 
-The feature transport (DHP-ADP-016..019): `transport_serve` runs a dhp.net.TransportServer on
-this process's store, `ship` queues a handoff in a dhp.shipper.NetShipper (one per destination,
+The feature transport (DHP-ADP-016..019): `transport_serve` runs a dhp.TransportServer on
+this process's store, `ship` queues a handoff in a dhp.NetShipper (one per destination,
 its buffer under the data folder), `transport_flush` waits for the acknowledgements.
 """
 
@@ -28,11 +28,13 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from . import __version__, api, net, operations
-from .canonical import parse_json
-from .errors import Conflict, DHPError, InvalidInput, Unavailable
-from .shipper import NetShipper
-from .supervisor import Supervisor
+from dhp import __version__, api
+from dhp.core import operations
+from dhp.core.canonical import parse_json
+from dhp.core.errors import Conflict, DHPError, InvalidInput, Unavailable
+from dhp.supervisor import Supervisor
+from dhp.transport import server as net
+from dhp.transport.shipper import NetShipper
 
 PROTOCOL = "1"
 FEATURES = ["claim_next", "export_log", "import_log", "supervise", "liveness", "manual-clock",

@@ -21,11 +21,11 @@ import threading
 import weakref
 from typing import Any
 
-from . import operations
-from .backend import StoreBackend
-from .canonical import canonical_json
-from .envelope import new_intent
-from .errors import (
+from dhp.core import operations
+from dhp.core.backend import StoreBackend
+from dhp.core.canonical import canonical_json
+from dhp.core.envelope import new_intent
+from dhp.core.errors import (
     BudgetExceeded,
     Cancelled,
     Conflict,
@@ -34,7 +34,7 @@ from .errors import (
     LeaseLost,
     NotFound,
 )
-from .store import Store
+from dhp.store import Store
 
 __all__ = [
     "Store", "StoreBackend", "TaskContext", "cancel", "check_integrity", "checkpoints", "claim",

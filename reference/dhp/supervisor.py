@@ -43,10 +43,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import machine, supervisor_sql
-from .backend import StoreBackend
-from .clock import rfc3339
-from .errors import DHPError, InvalidInput
+from dhp.core import machine
+from dhp.core.backend import StoreBackend
+from dhp.core.clock import rfc3339
+from dhp.core.errors import DHPError, InvalidInput
+from dhp.store import sqlite_supervisor as supervisor_sql
 
 LEADERSHIP = "supervisor"
 BATCH = 200  # handoffs acted on per transaction; a pass repeats until a scan comes back short
@@ -333,7 +334,7 @@ def run_supervisor(store_path: str, supervisor_id: str, seconds: float | None, *
                    once: bool = False, interval: float | None = None,
                    ttl: float | None = None) -> int:
     """Open the store (which must exist), run until done or signalled; exit code."""
-    from .commands import open_store  # the CLI's store opener: refuses a missing store
+    from dhp.cli.commands import open_store  # the CLI's store opener: refuses a missing store
 
     store = open_store(store_path)
     sup = Supervisor(store, supervisor_id, ttl=ttl, interval=interval)
@@ -351,7 +352,7 @@ def run_supervisor(store_path: str, supervisor_id: str, seconds: float | None, *
 
 def main(argv: list[str] | None = None) -> int:
     """`dhp-supervisor ROOT ID [SECONDS]`."""
-    from .commands import EXIT_CODES, fail
+    from dhp.cli.commands import EXIT_CODES, fail
 
     parser = argparse.ArgumentParser(
         prog="dhp-supervisor", description="Run a DHP supervisor on the store in ROOT: "

@@ -14,8 +14,8 @@ import sys
 import time
 
 from dhp import api as dhp
-from dhp.clock import store_clock
-from dhp.errors import DHPError
+from dhp.core.clock import store_clock
+from dhp.core.errors import DHPError
 
 
 def main(name: str) -> None:

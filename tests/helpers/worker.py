@@ -17,7 +17,7 @@ import sys
 import time
 
 from dhp import api as dhp
-from dhp.errors import DHPError
+from dhp.core.errors import DHPError
 
 
 def say(text: str) -> None:

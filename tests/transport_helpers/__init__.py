@@ -13,9 +13,10 @@ import threading
 import time
 from pathlib import Path
 
-from dhp import chain, net
-from dhp.envelope import make_envelope, make_intent
-from dhp.shipper import connect
+from dhp.core import chain
+from dhp.core.envelope import make_envelope, make_intent
+from dhp.transport import server as net
+from dhp.transport.shipper import connect
 
 SECRET = b"transport-test-secret-0123456789"
 HERE = Path(__file__).resolve().parent
@@ -245,7 +246,7 @@ def secret_file(folder: Path) -> str:
 
 
 class ServerProcess:
-    """`dhp-transport` (python -m dhp.transport_cli) as a child process."""
+    """`dhp-transport` (python -m dhp.cli.transport) as a child process."""
 
     def __init__(self, root: Path, secret_path: str, port: int = 0, *extra: str,
                  quiet: bool = True):
@@ -255,7 +256,7 @@ class ServerProcess:
         self.start()
 
     def start(self) -> None:
-        cmd = [sys.executable, "-m", "dhp.transport_cli", "--root", str(self.root), "--port",
+        cmd = [sys.executable, "-m", "dhp.cli.transport", "--root", str(self.root), "--port",
                str(self.port), "--secret-file", self.secret_path,
                *(["-q"] if self.quiet else []), *self.extra]
         deadline = time.monotonic() + 20

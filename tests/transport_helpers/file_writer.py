@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from dhp.transport import FileShipper
+from dhp.transport.file import FileShipper
 
 from transport_helpers import envelope, records
 

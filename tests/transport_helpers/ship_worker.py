@@ -15,8 +15,9 @@ from __future__ import annotations
 import sys
 import threading
 
-from dhp import api, operations
-from dhp.shipper import NetShipper
+from dhp import api
+from dhp.core import operations
+from dhp.transport.shipper import NetShipper
 
 from transport_helpers import SECRET
 

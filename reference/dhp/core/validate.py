@@ -17,11 +17,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from .canonical import parse_json
-from .chain import ChainVerifier
-from .envelope import PROTOCOL_VERSION, check_envelope
-from .errors import DHPError, InvalidInput
-from .logfile import MAX_LINE_BYTES, read_json_lines, read_log
+from dhp.core.canonical import parse_json
+from dhp.core.chain import ChainVerifier
+from dhp.core.envelope import PROTOCOL_VERSION, check_envelope
+from dhp.core.errors import DHPError, InvalidInput
+from dhp.core.logfile import MAX_LINE_BYTES, read_json_lines, read_log
 
 CHAIN_FORMS = ({"handoff_id", "records"}, {"handoff_id", "intent", "records"})
 

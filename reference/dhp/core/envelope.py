@@ -11,10 +11,10 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any
 
-from . import schemas
-from .canonical import canonical_json, handoff_id, sha256_of_bytes
-from .clock import rfc3339
-from .errors import IntegrityError, InvalidInput, UnsupportedVersion
+from dhp.core import schemas
+from dhp.core.canonical import canonical_json, handoff_id, sha256_of_bytes
+from dhp.core.clock import rfc3339
+from dhp.core.errors import IntegrityError, InvalidInput, UnsupportedVersion
 
 PROTOCOL_VERSION = "1.0"
 

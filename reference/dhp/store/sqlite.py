@@ -39,10 +39,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import liveness, machine
-from .backend import DEFAULT_FSYNC_INTERVAL, DEFAULT_TTL, SYNCS, StoreBackend, Tx
-from .clock import boot_id, store_clock
-from .errors import Internal, InvalidInput, Unavailable
+from dhp.core import machine
+from dhp.core.backend import DEFAULT_FSYNC_INTERVAL, DEFAULT_TTL, SYNCS, StoreBackend, Tx
+from dhp.core.clock import boot_id, store_clock
+from dhp.core.errors import Internal, InvalidInput, Unavailable
+from dhp.store import liveness
 
 DB_FILE = "dhp.sqlite3"
 BUSY_TIMEOUT_S = 30.0

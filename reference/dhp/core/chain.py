@@ -17,9 +17,9 @@ import math
 import re
 from typing import Any
 
-from . import schemas
-from .canonical import MAX_SAFE_INTEGER, canonical_json, format_number, sha256_of
-from .errors import IntegrityError, InvalidInput
+from dhp.core import schemas
+from dhp.core.canonical import MAX_SAFE_INTEGER, canonical_json, format_number, sha256_of
+from dhp.core.errors import IntegrityError, InvalidInput
 
 CHECKPOINT_KEYS = frozenset(("handoff_id", "seq", "fence", "state", "spend", "prev", "hash"))
 RESULT_KEYS = frozenset(("handoff_id", "fence", "result", "prev", "hash"))

@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .envelope import check_envelope
-from .errors import DHPError, IntegrityError, InvalidInput, Unavailable, from_dict
-from .net import (
+from dhp.core.envelope import check_envelope
+from dhp.core.errors import DHPError, IntegrityError, InvalidInput, Unavailable, from_dict
+from dhp.transport.server import (
     DEFAULT_MAX_FRAME,
     DEFAULT_PORT,
     VERSIONS,

@@ -14,8 +14,8 @@ from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
-from .canonical import child_path
-from .errors import InvalidInput
+from dhp.core.canonical import child_path
+from dhp.core.errors import InvalidInput
 
 
 @cache

@@ -1,5 +1,5 @@
 """The TCP transport (spec: transport, DHP-TRN-*): the frame codec shared by both ends and
-`TransportServer` on the peer (the worker's end, `NetShipper`, is in dhp.shipper).
+`TransportServer` on the peer (the worker's end, `NetShipper`, is in dhp.transport.shipper).
 
 Frames are JSON objects, one per LF-terminated line (schemas/transport-frame.json). A
 connection opens with a hello that negotiates the version and authenticates both sides by
@@ -9,7 +9,7 @@ certificate verified by default and client certificates possible.
 
 The server answers every data frame (envelope, checkpoint, result) with an ack or an error,
 in order. It reads whatever frames have arrived, verifies and stores them in one store
-transaction (dhp.transport.Ingest), and acknowledges them only after that transaction is
+transaction (dhp.transport.file.Ingest), and acknowledges them only after that transaction is
 durable: one fsync covers a batch, which is what makes pipelined shipping fast.
 """
 
@@ -30,18 +30,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import schemas
-from .backend import StoreBackend
-from .canonical import STRICT_DECODER
-from .errors import (
+from dhp.core import schemas
+from dhp.core.backend import StoreBackend
+from dhp.core.canonical import STRICT_DECODER
+from dhp.core.errors import (
     DHPError,
     IntegrityError,
     Internal,
     InvalidInput,
     UnsupportedVersion,
 )
-from .store import Store
-from .transport import DUPLICATE, KINDS, Ingest
+from dhp.store import Store
+from dhp.transport.file import DUPLICATE, KINDS, Ingest
 
 VERSIONS = ("1.0",)  # transport protocol versions this implementation speaks, preferred first
 DEFAULT_PORT = 7461

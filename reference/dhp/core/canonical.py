@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any
 
-from .errors import InvalidInput
+from dhp.core.errors import InvalidInput
 
 MAX_SAFE_INTEGER = 2**53 - 1
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from .backend import DEFAULT_FSYNC_INTERVAL, DEFAULT_TTL, StoreBackend
-from .errors import InvalidInput
-from .operations import check_seconds
-from .sqlite_store import SQLiteStore
+from dhp.core.backend import DEFAULT_FSYNC_INTERVAL, DEFAULT_TTL, StoreBackend
+from dhp.core.errors import InvalidInput
+from dhp.core.operations import check_seconds
+from dhp.store.sqlite import SQLiteStore
 
 
 def Store(location: str | os.PathLike, *, ttl: float = DEFAULT_TTL,  # noqa: N802 (a factory)

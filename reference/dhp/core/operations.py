@@ -3,7 +3,7 @@
 Each operation is one transaction: read the row, ask `machine.decide` (the only place the
 rules live), persist the outcome when it changed anything (for a budget refusal that change
 is the move to the DLQ, committed in the same transaction, DHP-BUD-005), and only then raise
-the rejection. Checkpoint records get their seq, prev and hash from dhp.chain; results are
+the rejection. Checkpoint records get their seq, prev and hash from dhp.core.chain; results are
 validated against the output schema before `decide` sees them (DHP-RES-001).
 """
 
@@ -13,12 +13,12 @@ import datetime as _dt
 import math
 from typing import Any
 
-from . import chain, machine, schemas
-from .backend import StoreBackend
-from .canonical import canonical_json
-from .clock import rfc3339
-from .envelope import make_envelope
-from .errors import Conflict, DHPError, Internal, InvalidInput, NotFound
+from dhp.core import chain, machine, schemas
+from dhp.core.backend import StoreBackend
+from dhp.core.canonical import canonical_json
+from dhp.core.clock import rfc3339
+from dhp.core.envelope import make_envelope
+from dhp.core.errors import Conflict, DHPError, Internal, InvalidInput, NotFound
 
 TAKE_STATES = ("pending", "released", "orphaned")
 
@@ -270,7 +270,7 @@ def check_integrity(backend: StoreBackend) -> list[str]:
 # --- the portable log -----------------------------------------------------------------------
 
 def export_log(backend: StoreBackend, hid: str, path: Any) -> None:
-    from .logfile import write_log
+    from dhp.core.logfile import write_log
     with backend.transaction(write=False) as tx:
         row = tx.get(hid)
         records = tx.checkpoints(hid) if row else []
@@ -283,7 +283,7 @@ def import_log(backend: StoreBackend, path: Any) -> str:
     """Rebuild a handoff from a log so this store can recover it (DHP-LOG-008: the whole
     log is verified before anything is stored). A known handoff is extended when the log
     carries more of the same chain; a log that disagrees with the stored chain is refused."""
-    from .logfile import read_log
+    from dhp.core.logfile import read_log
     envelope, records, result = None, [], None
     for _line, kind, obj in read_log(path):
         if kind == "header":

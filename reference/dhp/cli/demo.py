@@ -6,7 +6,7 @@ delay between requests; the demo sends it SIGKILL right after the checkpoint of 
 
 The default run is the whole story across two hosts. Host A and host B are two processes with
 two data folders and nothing shared. The worker on A checkpoints into A's store and ships
-every checkpoint over TCP (`dhp.shipper.NetShipper`, HMAC-authenticated with a shared secret) to
+every checkpoint over TCP (`dhp.NetShipper`, HMAC-authenticated with a shared secret) to
 the transport server that host B's process runs on B's store. The SIGKILL comes right after B
 has made checkpoint 20 durable and acknowledged it; then A's whole data folder is deleted, and
 B is told that host A is lost. B takes over at once: its copy of the handoff is orphaned (a
@@ -47,9 +47,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from .clock import store_clock
+from dhp.core.clock import store_clock
 
-TASK_KIND = "dhp.demo.fetch_pages"
+TASK_KIND = "dhp.cli.demo.fetch_pages"
 LEASE_TTL = 5.0
 OUTPUT_SCHEMA = {
     "type": "object",
@@ -127,7 +127,7 @@ def _say(event: str, **fields: Any) -> None:
 
 def fetch_pages(store: Any, ctx: Any, crawl_delay: float) -> None:
     """Fetch the pages after the last checkpoint, checkpoint each, then complete."""
-    from . import api
+    from dhp import api
 
     base, pages = ctx.inputs["base_url"], ctx.inputs["pages"]
     last = ctx.last_checkpoint
@@ -147,13 +147,13 @@ def fetch_pages(store: Any, ctx: Any, crawl_delay: float) -> None:
 
 
 def worker_main(argv: list[str]) -> int:
-    """The demo's subprocesses: `python -m dhp.demo worker|standby --store S --handoff H
+    """The demo's subprocesses: `python -m dhp.cli.demo worker|standby --store S --handoff H
     --worker-id W [--delay D]`; a worker also ships with `--ship-to HOST:PORT --secret-file F
     --ship-buffer B`. `host-b` is the peer host (see `host_b`)."""
-    from . import api
-    from .errors import Conflict
+    from dhp import api
+    from dhp.core.errors import Conflict
 
-    p = argparse.ArgumentParser(prog="python -m dhp.demo")
+    p = argparse.ArgumentParser(prog="python -m dhp.cli.demo")
     p.add_argument("role", choices=("worker", "standby", "host-b"))
     p.add_argument("--store", required=True)
     p.add_argument("--handoff")
@@ -195,8 +195,8 @@ def worker_main(argv: list[str]) -> int:
 
 
 def _shipper(args: argparse.Namespace) -> Any:
-    from .net import load_secret
-    from .shipper import NetShipper
+    from dhp.transport.server import load_secret
+    from dhp.transport.shipper import NetShipper
 
     host, _, port = args.ship_to.rpartition(":")
     return NetShipper(host, int(port), local_logpath=args.ship_buffer,
@@ -207,7 +207,8 @@ def host_b(args: argparse.Namespace) -> int:
     """Host B: a transport server on B's own store, a watcher that reports each checkpoint B
     holds, and a standby that takes over when told `takeover <handoff_id>` on stdin (the
     failure detector's word that host A is lost)."""
-    from . import api, net
+    from dhp import api
+    from dhp.transport import server as net
 
     store = api.Store(args.store, ttl=LEASE_TTL)
     server = net.TransportServer(store, "127.0.0.1", 0,
@@ -240,7 +241,7 @@ def host_b(args: argparse.Namespace) -> int:
 
 def _watch(store_path: str, stop: threading.Event) -> None:
     """Report every new checkpoint that host B's store holds (durable, so acknowledged)."""
-    from . import api
+    from dhp import api
 
     store = api.Store(store_path, ttl=LEASE_TTL)  # its own connection: reads never wait
     seen: dict[str, int] = {}
@@ -310,7 +311,7 @@ class _Events:
 
 def _spawn(role: str, store: str, hid: str | None, worker_id: str, delay: float,
            *extra: str, stdin: int | None = None) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "dhp.demo", role, "--store", store, "--worker-id", worker_id,
+    cmd = [sys.executable, "-m", "dhp.cli.demo", role, "--store", store, "--worker-id", worker_id,
            "--delay", str(delay), *extra]
     if hid:
         cmd += ["--handoff", hid]
@@ -346,7 +347,8 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 def _one_host(args: argparse.Namespace, work: Path, out: Path, tell: Any) -> dict:
-    from . import api, chain
+    from dhp import api
+    from dhp.core import chain
 
     store_path = args.store or str(work / "store")
     procs: list[subprocess.Popen] = []
@@ -413,8 +415,9 @@ def _one_host(args: argparse.Namespace, work: Path, out: Path, tell: Any) -> dic
 
 def _two_hosts(args: argparse.Namespace, work: Path, out: Path, tell: Any) -> dict:
     """Host A ships to host B over TCP; A is killed and its data folder deleted; B finishes."""
-    from . import api, chain
-    from .errors import DHPError
+    from dhp import api
+    from dhp.core import chain
+    from dhp.core.errors import DHPError
 
     base = Path(args.store) if args.store else work
     host_a, host_b = base / "host-a", base / "host-b"

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .errors import DHPError, InvalidInput, NotFound, UnsupportedVersion
+from dhp.core.errors import DHPError, InvalidInput, NotFound, UnsupportedVersion
 
 EXIT_CODES = """exit codes:
   0  success
@@ -50,8 +50,8 @@ def default_store() -> str:
 
 def open_store(path: str, *, create: bool = False):
     """Open the store at `path`; unless `create`, refuse (NotFound) when none is there."""
-    from .sqlite_store import DB_FILE
-    from .store import Store
+    from dhp.store import Store
+    from dhp.store.sqlite import DB_FILE
 
     if not create and "://" not in path and not (Path(path) / DB_FILE).is_file():
         raise NotFound(f"no DHP store at {path} (pass --store PATH or set DHP_STORE; "
@@ -82,7 +82,7 @@ def check_id(text: str) -> str:
 
 def json_argument(name: str, text: str) -> Any:
     """Parse a JSON option value, or the file it names with @PATH; errors name the option."""
-    from .canonical import parse_json
+    from dhp.core.canonical import parse_json
 
     source = text
     if text.startswith("@"):
@@ -163,7 +163,7 @@ def _dispatch_args(p: argparse.ArgumentParser) -> None:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    from . import api
+    from dhp import api
 
     hid = api.dispatch(args.store_obj, args.kind, json_argument("--inputs", args.inputs),
                        json_argument("--output-schema", args.output_schema),
@@ -179,7 +179,7 @@ def _status_args(p: argparse.ArgumentParser) -> None:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from . import api
+    from dhp import api
 
     s = api.status(args.store_obj, args.handoff_id)
     ck = s["checkpoints"]
@@ -193,7 +193,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _ls_args(p: argparse.ArgumentParser) -> None:
-    from .machine import STATES
+    from dhp.core.machine import STATES
 
     _common(p)
     p.add_argument("--state", choices=STATES, default=None, help="only handoffs in this state")
@@ -213,7 +213,7 @@ _LS_HEAD = ["HANDOFF", "STATE", "KIND", "FENCE", "OWNER", "ATTEMPTS", "CKPTS", "
 
 
 def _ls(args: argparse.Namespace) -> int:
-    from . import api
+    from dhp import api
 
     items = api.list_handoffs(args.store_obj, state=args.state, task_kind=args.kind)
     text = table(_LS_HEAD, _ls_rows(items)) if items else "(no handoffs)"
@@ -227,7 +227,7 @@ def _result_args(p: argparse.ArgumentParser) -> None:
 
 
 def _result(args: argparse.Namespace) -> int:
-    from . import api
+    from dhp import api
 
     value = api.result(args.store_obj, args.handoff_id)
     print(json.dumps(value, ensure_ascii=False, indent=None if args.json else 2))
@@ -247,7 +247,7 @@ def _dlq_args(p: argparse.ArgumentParser) -> None:
 
 
 def _dlq(args: argparse.Namespace) -> int:
-    from . import api
+    from dhp import api
 
     if args.dlq_command == "requeue":
         api.requeue(args.store_obj, args.handoff_id)
@@ -267,7 +267,7 @@ def _cancel_args(p: argparse.ArgumentParser) -> None:
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    from . import api
+    from dhp import api
 
     api.cancel(args.store_obj, args.handoff_id)
     emit(args, {"handoff_id": args.handoff_id, "state": "cancelled"},
@@ -282,7 +282,7 @@ def _export_args(p: argparse.ArgumentParser) -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from . import api
+    from dhp import api
 
     try:
         api.export_log(args.store_obj, args.handoff_id, args.out)
@@ -299,7 +299,7 @@ def _import_args(p: argparse.ArgumentParser) -> None:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from . import api
+    from dhp import api
 
     if not Path(args.path).is_file():
         raise InvalidInput(f"FILE: no such file: {args.path}")
@@ -309,7 +309,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _supervisor_args(p: argparse.ArgumentParser) -> None:
-    from .supervisor import add_arguments
+    from dhp.supervisor import add_arguments
 
     _common(p, json_flag=False)
     p.add_argument("--id", default=None,
@@ -322,7 +322,7 @@ def _supervisor_args(p: argparse.ArgumentParser) -> None:
 def _supervisor(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import socket
 
-    from .supervisor import run_supervisor
+    from dhp.supervisor import run_supervisor
 
     sid = args.id or f"{socket.gethostname()}-{os.getpid()}"
     try:
@@ -333,7 +333,7 @@ def _supervisor(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
 
 
 def _demo_args(p: argparse.ArgumentParser) -> None:
-    from . import demo
+    from dhp.cli import demo
 
     demo.add_arguments(p)
     p.epilog = "exit codes:\n  0  GREEN\n  1  RED\n  2  usage error"
@@ -341,7 +341,7 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
 
 
 def _demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from . import demo
+    from dhp.cli import demo
 
     return demo.run(args)
 

@@ -16,8 +16,14 @@ import signal
 import sys
 import threading
 
-from .errors import DHPError
-from .net import DEFAULT_MAX_FRAME, DEFAULT_PORT, TransportServer, load_secret, server_ssl_context
+from dhp.core.errors import DHPError
+from dhp.transport.server import (
+    DEFAULT_MAX_FRAME,
+    DEFAULT_PORT,
+    TransportServer,
+    load_secret,
+    server_ssl_context,
+)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -20,11 +20,11 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
-from . import schemas
-from .canonical import STRICT_DECODER, canonical_json
-from .chain import ChainVerifier
-from .envelope import check_envelope
-from .errors import DHPError, IntegrityError, InvalidInput, SchemaViolation
+from dhp.core import schemas
+from dhp.core.canonical import STRICT_DECODER, canonical_json
+from dhp.core.chain import ChainVerifier
+from dhp.core.envelope import check_envelope
+from dhp.core.errors import DHPError, IntegrityError, InvalidInput, SchemaViolation
 
 MAX_LINE_BYTES = 16 * 1024 * 1024  # DHP-SEC-002 default bound, LF excluded
 _LINE_KEYS = frozenset(("type", "record"))

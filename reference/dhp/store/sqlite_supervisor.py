@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import Internal
+from dhp.core.errors import Internal
 
 
 def _conn(tx: Any):

@@ -3,13 +3,13 @@ and the file transport.
 
 `Ingest` is the receiving side. It takes envelopes, checkpoint records and result records that
 arrived from another party, verifies each one completely (the envelope's id, every record's
-hash and its place in the chain, by dhp.chain's verifier; the result against the output
+hash and its place in the chain, by dhp.core.chain's verifier; the result against the output
 schema) and stores it through the store's transaction API, so the peer's store ends up with
 a handoff a standby can recover from the last shipped checkpoint. A record the store already
 holds is a duplicate: acknowledged, stored once (DHP-TRN-016). A rejected item leaves nothing
 of itself behind.
 
-The file transport writes one log (dhp.logfile's format) per handoff into a shared folder.
+The file transport writes one log (dhp.core.logfile's format) per handoff into a shared folder.
 Appends happen under an exclusive lock on the log file, one write per line, fsynced before
 the call returns; a torn tail left by a writer that died mid-line is cut off before the next
 append, so the file stays a valid log. `ingest_folder` reads every log there completely
@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import chain, machine
-from .backend import StoreBackend
-from .clock import rfc3339
-from .envelope import check_envelope
-from .errors import (
+from dhp.core import chain, machine
+from dhp.core.backend import StoreBackend
+from dhp.core.clock import rfc3339
+from dhp.core.envelope import check_envelope
+from dhp.core.errors import (
     Conflict,
     DHPError,
     IntegrityError,
@@ -42,8 +42,8 @@ from .errors import (
     NotFound,
     SchemaViolation,
 )
-from .logfile import encode_line, read_log
-from .operations import result_errors
+from dhp.core.logfile import encode_line, read_log
+from dhp.core.operations import result_errors
 
 DUPLICATE = "duplicate"
 STORED = "stored"
@@ -373,7 +373,7 @@ class FileShipper:
     network peer, so there is nothing to buffer). Safe for several processes and threads
     writing the same folder: appends to one file are serialised by an exclusive lock, and a
     record that does not continue the file's chain is refused, so a stale worker cannot fork
-    the log. The same methods as `dhp.shipper.NetShipper`, so either can be given to the SDK."""
+    the log. The same methods as `dhp.NetShipper`, so either can be given to the SDK."""
 
     def __init__(self, folder: str | os.PathLike, *, fsync: bool = True):
         self.folder = Path(folder)

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import __version__
+from dhp import __version__
 
 
 @dataclass
@@ -49,7 +49,7 @@ def _validate_args(p: argparse.ArgumentParser) -> None:
 
 @command("validate", "validate envelopes, checkpoint files and logs", _validate_args)
 def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from . import validate
+    from dhp.core import validate
 
     if args.vectors:
         if args.paths:

@@ -1,0 +1,1 @@
+"""The command-line tools (`dhp`, `dhp-transport`) and the demo."""
