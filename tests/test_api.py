@@ -382,3 +382,34 @@ def test_a_state_that_is_not_json_is_refused_and_nothing_is_stored(store):
     assert dhp.status(store, ctx.handoff_id)["steps"] == 0
     assert ctx.checkpoint({"ok": True})["seq"] == 1  # the lease is kept, the chain starts at 1
     ctx.release()
+
+
+@pytest.mark.covers("DHP-ID-004")
+def test_dispatch_many_stores_all_in_one_go_with_the_ids_of_dispatch(store, tmp_path):
+    items = [{"task_kind": "job", "inputs": {"n": n}, "output_schema": RESULT_SCHEMA}
+             for n in range(5)]
+    items.append(dict(items[0]))  # the same intent twice in one batch: one handoff
+    ids = dhp.dispatch_many(store, items)
+    other = dhp.Store(tmp_path / "other")
+    assert ids == [_dispatch(other, n) for n in [0, 1, 2, 3, 4, 0]]
+    assert len(dhp.list_handoffs(store)) == 5
+    assert dhp.dispatch_many(store, items) == ids  # idempotent, like dispatch
+    assert dhp.dispatch_many(store, []) == []
+    for hid in ids:  # the stored envelope is the checked one (its text is built, not encoded)
+        envelope = dhp.envelope_of(store, hid)
+        assert schemas.errors("envelope", envelope) == []
+        assert envelope["handoff_id"] == hid
+
+
+@pytest.mark.covers("DHP-ID-002", "DHP-ENV-004")
+@pytest.mark.parametrize("bad, message", [
+    ({"task_kind": "job", "inputs": {}, "output_schema": {"type": 3}}, "output_schema"),
+    ({"task_kind": "", "inputs": {}, "output_schema": {}}, "task_kind"),
+    ({"task_kind": "job", "inputs": {}}, "items[1]"),
+    ({"task_kind": "job", "inputs": {}, "output_schema": {}, "extra": 1}, "items[1]"),
+])
+def test_dispatch_many_stores_nothing_when_one_item_is_bad(store, bad, message):
+    good = {"task_kind": "job", "inputs": {"n": 1}, "output_schema": RESULT_SCHEMA}
+    with pytest.raises(InvalidInput, match=message.replace("[", r"\[")):
+        dhp.dispatch_many(store, [good, bad])
+    assert dhp.list_handoffs(store) == []

@@ -176,3 +176,18 @@ def test_bad_keys_raise_invalid_input_naming_the_object(steps, bad_key):
     with pytest.raises(dhp.InvalidInput) as caught:
         dhp.canonical_json(value)
     assert path in str(caught.value)
+
+
+@pytest.mark.covers("DHP-CJ-002", "DHP-CJ-005")
+@pytest.mark.parametrize("value", [
+    1e-4, 999999999999999.9, 1e21, 1e-5, 2.0, -0.0, 1.5, 5e-324, 2**53 - 1, 1e22, 0.1,
+    {"\U0001F600": 1, "\uE000": 2, "\uFFFF": 3, "a": 4},   # UTF-16 order differs from code points
+    {"b": [1.25, {"a": None, "B": True}], "a": "\u2028\x7f"}, [], {}, "",
+])
+def test_fast_path_writes_what_the_walk_writes(value):
+    """canonical_json hands plain values to json.dumps; its bytes must be the walk's."""
+    from dhp.core import canonical
+
+    walked: list[str] = []
+    canonical._write(value, "$", walked)
+    assert dhp.canonical_json(value) == "".join(walked).encode("utf-8") == rfc8785.dumps(value)

@@ -13,6 +13,7 @@ from dhp.api import (
     claim,
     claim_next,
     dispatch,
+    dispatch_many,
     dlq,
     drain,
     envelope_of,
@@ -56,7 +57,8 @@ __all__ = [
     "StoreBackend", "TaskContext", "TransportServer", "Unavailable", "FileShipper",
     "ingest_folder", "UnsupportedVersion", "cancel",
     "canonical_json", "check_envelope", "check_integrity", "check_intent", "checkpoints", "claim",
-    "claim_next", "dispatch", "dlq", "drain", "envelope_of", "export_log", "handoff_id",
+    "claim_next", "dispatch", "dispatch_many", "dlq", "drain", "envelope_of", "export_log",
+    "handoff_id",
     "import_log", "install_sigterm_drain", "last_checkpoint", "list_handoffs", "make_envelope",
     "make_intent", "orphan", "parse_json", "recover", "requeue", "result", "sha256_of", "status",
 ]

@@ -19,6 +19,7 @@ import os
 import signal
 import threading
 import weakref
+from collections.abc import Iterable
 from typing import Any
 
 from dhp.core import operations
@@ -38,9 +39,9 @@ from dhp.store import Store
 
 __all__ = [
     "Store", "StoreBackend", "TaskContext", "cancel", "check_integrity", "checkpoints", "claim",
-    "claim_next", "dispatch", "dlq", "drain", "envelope_of", "export_log", "import_log",
-    "install_sigterm_drain", "last_checkpoint", "list_handoffs", "orphan", "recover", "requeue",
-    "result", "status",
+    "claim_next", "dispatch", "dispatch_many", "dlq", "drain", "envelope_of", "export_log",
+    "import_log", "install_sigterm_drain", "last_checkpoint", "list_handoffs", "orphan",
+    "recover", "requeue", "result", "status",
 ]
 
 _FATAL = (LeaseLost, Cancelled, BudgetExceeded, NotFound)
@@ -227,6 +228,26 @@ def dispatch(store: StoreBackend, task_kind: str, inputs: dict, output_schema: d
     """Store a handoff (idempotent: the same intent returns the same id, DHP-ID-004)."""
     intent = new_intent(task_kind, inputs, output_schema, budget)  # checked once, below
     return operations.dispatch(store, intent, progress_timeout_s=progress_timeout_s)
+
+
+def dispatch_many(store: StoreBackend, items: Iterable[dict], *,
+                  progress_timeout_s: float | None = None) -> list[str]:
+    """Dispatch many handoffs in one transaction (one fsync for all): each item is a dict of
+    `dispatch`'s arguments (task_kind, inputs, output_schema, optional budget). All are
+    checked before any is stored, so one bad item stores none; returns the ids in order
+    (idempotent like dispatch, DHP-ID-004)."""
+    intents = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or not _ITEM_KEYS[0] <= set(item) <= _ITEM_KEYS[1]:
+            raise InvalidInput(f"items[{i}]: expected a dict with task_kind, inputs, "
+                               f"output_schema and optionally budget, not {item!r:.200}")
+        intents.append(new_intent(item["task_kind"], item["inputs"], item["output_schema"],
+                                  item.get("budget")))
+    return operations.dispatch_many(store, intents, progress_timeout_s=progress_timeout_s)
+
+
+_ITEM_KEYS = ({"task_kind", "inputs", "output_schema"},
+              {"task_kind", "inputs", "output_schema", "budget"})
 
 
 def _timing(store: StoreBackend, ttl: float | None,

@@ -35,6 +35,15 @@ class Tx(ABC):
     def insert(self, handoff_id: str, envelope: dict, record: dict, created_at: str) -> None:
         """Store a new handoff."""
 
+    def insert_new(self, rows: list[tuple[str, dict, dict, str, str | None]]) -> None:
+        """Store each `(handoff_id, envelope, record, created_at, envelope_text)` whose id is
+        not stored yet and skip the others (idempotent dispatch, DHP-ID-004). The text, when
+        given, is the envelope's JSON, which the store may keep instead of encoding it; a
+        backend may write them all in one statement."""
+        for hid, envelope, record, created_at, _text in rows:
+            if self.get(hid, envelope=False) is None:
+                self.insert(hid, envelope, record, created_at)
+
     @abstractmethod
     def put_record(self, handoff_id: str, record: dict, owner_incarnation: str | None) -> None:
         """Replace the handoff's record (state, owner, fence, lease, counters)."""

@@ -37,6 +37,13 @@ def make_envelope(intent: dict, created_at: str | _dt.datetime | None = None) ->
     """A checked envelope for `intent`. `created_at` (RFC 3339 text or an aware datetime) is
     metadata outside the identity (DHP-ENV-005); None leaves it out, so the envelope of an
     intent is deterministic unless the caller asks for a timestamp."""
+    return envelope_and_text(intent, created_at)[0]
+
+
+def envelope_and_text(intent: dict, created_at: str | _dt.datetime | None = None
+                      ) -> tuple[dict, str]:
+    """make_envelope, and the envelope's canonical JSON text, made from the intent's canonical
+    form that the check produced (a store keeps it instead of encoding the envelope again)."""
     text = _checked_intent(intent)
     envelope = {"dhp": PROTOCOL_VERSION, "handoff_id": sha256_of_bytes(text), "intent": intent}
     if isinstance(created_at, _dt.datetime):
@@ -49,7 +56,9 @@ def make_envelope(intent: dict, created_at: str | _dt.datetime | None = None) ->
         check_envelope(envelope)  # text from the caller: the schema judges it
     # Otherwise the envelope is valid by construction from a checked intent (the tests hold
     # such envelopes to schemas/envelope.json); checking it again would double dispatch.
-    return envelope
+    # Members in JCS order (created_at < dhp < handoff_id < intent), the intent as hashed.
+    head = canonical_json({k: v for k, v in envelope.items() if k != "intent"}).decode()
+    return envelope, f'{head[:-1]},"intent":{text.decode()}}}'
 
 
 def check_intent(intent: Any) -> None:

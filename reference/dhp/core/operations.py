@@ -17,7 +17,7 @@ from dhp.core import chain, machine, schemas
 from dhp.core.backend import StoreBackend
 from dhp.core.canonical import canonical_json
 from dhp.core.clock import rfc3339
-from dhp.core.envelope import make_envelope
+from dhp.core.envelope import envelope_and_text
 from dhp.core.errors import Conflict, DHPError, Internal, InvalidInput, NotFound
 
 TAKE_STATES = ("pending", "released", "orphaned")
@@ -59,14 +59,25 @@ def _raise(outcome: machine.Outcome) -> None:
 def dispatch(backend: StoreBackend, intent: dict, *,
              progress_timeout_s: float | None = None) -> str:
     """Store a new handoff, or return the existing one of the same intent (DHP-ID-004)."""
+    return dispatch_many(backend, [intent], progress_timeout_s=progress_timeout_s)[0]
+
+
+def dispatch_many(backend: StoreBackend, intents: list[dict], *,
+                  progress_timeout_s: float | None = None) -> list[str]:
+    """dispatch for each intent in one transaction (one fsync): every intent is checked
+    before anything is stored, so a bad one stores none. Returns the ids in order."""
     check_seconds("progress_timeout_s", progress_timeout_s, allow_none=True)
-    envelope = make_envelope(intent, created_at=_dt.datetime.now(_dt.timezone.utc))
-    hid = envelope["handoff_id"]
-    with backend.transaction() as tx:
-        if tx.get(hid, envelope=False) is None:
-            tx.insert(hid, envelope, machine.new_record(intent["budget"], progress_timeout_s),
-                      envelope["created_at"])
-    return hid
+    now = _dt.datetime.now(_dt.timezone.utc)
+    rows = []
+    for intent in intents:
+        envelope, text = envelope_and_text(intent, created_at=now)
+        rows.append((envelope["handoff_id"], envelope,
+                     machine.new_record(intent["budget"], progress_timeout_s),
+                     envelope["created_at"], text))
+    if rows:
+        with backend.transaction() as tx:
+            tx.insert_new(rows)
+    return [row[0] for row in rows]
 
 
 def take(backend: StoreBackend, hid: str, name: str, worker: str, ttl: float) -> dict:

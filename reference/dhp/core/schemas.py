@@ -37,8 +37,33 @@ def schema(name: str) -> dict:
 
 @cache
 def validator(name: str) -> Draft202012Validator:
-    return Draft202012Validator(schema(name), registry=registry(),
+    return Draft202012Validator(_inlined(schema(name)), registry=registry(),
                                 format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def _inlined(node: Any) -> Any:
+    """`node` with each `$ref` to a shipped schema that has no `$ref` of its own replaced by
+    an `allOf` of that schema's keywords: the same meaning in draft 2020-12 (`$ref` applies
+    the target in place), without a registry lookup on every validation (a third of a
+    dispatch's validation time). Targets that refer further are left as references."""
+    if isinstance(node, list):
+        return [_inlined(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: _inlined(value) for key, value in node.items()}
+    ref = node.get("$ref")
+    target = _shipped_by_id().get(ref) if isinstance(ref, str) else None
+    if target is not None and '"$ref"' not in json.dumps(target):
+        body = {k: v for k, v in target.items() if k not in ("$id", "$schema")}
+        del out["$ref"]
+        out["allOf"] = [*out.get("allOf", []), body]
+    return out
+
+
+@cache
+def _shipped_by_id() -> dict[str, dict]:
+    return {s["$id"]: s for s in (json.loads(f.read_text(encoding="utf-8"))
+                                  for f in dhp_data.path("schemas").glob("*.json"))}
 
 
 def json_path(error: Any) -> str:
@@ -51,6 +76,8 @@ def json_path(error: Any) -> str:
 
 def errors(name: str, instance: Any) -> list[dict]:
     """Every violation of schema `name` as `{"path", "message"}`, in document order."""
+    if validator(name).is_valid(instance):  # stops at the first error: cheaper when valid
+        return []
     found = sorted(validator(name).iter_errors(instance),
                    key=lambda e: [str(p) for p in e.absolute_path])
     return [{"path": json_path(e), "message": e.message} for e in found]

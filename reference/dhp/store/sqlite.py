@@ -110,6 +110,9 @@ RECORD_COLUMNS = ("state", "owner", "fence", "lease_expires_at", "attempts", "st
 _ROW_COLUMNS = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "owner_incarnation", "result",
                 "created_at", "updated_at")
 _SELECT = f"SELECT {', '.join(_ROW_COLUMNS)} FROM handoffs"
+_INSERT_COLUMNS = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "created_at", "updated_at")
+_INSERT = (f"INSERT INTO handoffs ({', '.join(_INSERT_COLUMNS)}) "
+           f"VALUES ({', '.join('?' * len(_INSERT_COLUMNS))})")
 # The same row without the envelope and result, which a fenced write does not need.
 _SELECT_LIGHT = "SELECT " + ", ".join(
     "NULL" if c in ("envelope", "result") else c for c in _ROW_COLUMNS) + " FROM handoffs"
@@ -148,11 +151,17 @@ class SQLiteTx(Tx):
         return _row(found) if found else None
 
     def insert(self, handoff_id: str, envelope: dict, record: dict, created_at: str) -> None:
-        cols = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "created_at", "updated_at")
-        values = [handoff_id, _dumps(envelope), envelope["intent"]["task_kind"],
-                  *_record_values(record), created_at, self._now()]
-        self.conn.execute(f"INSERT INTO handoffs ({', '.join(cols)}) "
-                          f"VALUES ({', '.join('?' * len(cols))})", values)
+        self.conn.execute(_INSERT, self._values(handoff_id, envelope, record, created_at))
+
+    def insert_new(self, rows: list[tuple[str, dict, dict, str, str | None]]) -> None:
+        self.conn.executemany(_INSERT + " ON CONFLICT (id) DO NOTHING",
+                              [self._values(*row) for row in rows])
+
+    def _values(self, handoff_id: str, envelope: dict, record: dict, created_at: str,
+                text: str | None = None) -> list:
+        return [handoff_id, _dumps(envelope) if text is None else text,
+                envelope["intent"]["task_kind"], *_record_values(record), created_at,
+                self._now()]
 
     def put_record(self, handoff_id: str, record: dict, owner_incarnation: str | None) -> None:
         sets = ", ".join(f"{c} = ?" for c in (*RECORD_COLUMNS, "owner_incarnation",
