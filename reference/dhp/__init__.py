@@ -20,6 +20,7 @@ from dhp.api import (
     export_log,
     import_log,
     install_sigterm_drain,
+    iter_handoffs,
     last_checkpoint,
     list_handoffs,
     orphan,
@@ -58,7 +59,7 @@ __all__ = [
     "ingest_folder", "UnsupportedVersion", "cancel",
     "canonical_json", "check_envelope", "check_integrity", "check_intent", "checkpoints", "claim",
     "claim_next", "dispatch", "dispatch_many", "dlq", "drain", "envelope_of", "export_log",
-    "handoff_id",
-    "import_log", "install_sigterm_drain", "last_checkpoint", "list_handoffs", "make_envelope",
-    "make_intent", "orphan", "parse_json", "recover", "requeue", "result", "sha256_of", "status",
+    "handoff_id", "import_log", "install_sigterm_drain", "iter_handoffs", "last_checkpoint",
+    "list_handoffs", "make_envelope", "make_intent", "orphan", "parse_json", "recover",
+    "requeue", "result", "sha256_of", "status",
 ]

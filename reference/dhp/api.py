@@ -19,7 +19,7 @@ import os
 import signal
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from dhp.core import operations
@@ -40,8 +40,8 @@ from dhp.store import Store
 __all__ = [
     "Store", "StoreBackend", "TaskContext", "cancel", "check_integrity", "checkpoints", "claim",
     "claim_next", "dispatch", "dispatch_many", "dlq", "drain", "envelope_of", "export_log",
-    "import_log", "install_sigterm_drain", "last_checkpoint", "list_handoffs", "orphan",
-    "recover", "requeue", "result", "status",
+    "import_log", "install_sigterm_drain", "iter_handoffs", "last_checkpoint", "list_handoffs",
+    "orphan", "Page", "recover", "requeue", "result", "status",
 ]
 
 _FATAL = (LeaseLost, Cancelled, BudgetExceeded, NotFound)
@@ -355,10 +355,40 @@ def orphan(store: StoreBackend, handoff_id: str) -> bool:
     return operations.simple(store, handoff_id, "orphan")
 
 
+class Page(list):
+    """A page of status objects, newest first. `cursor`, passed as `after=`, gives the next
+    page; it is None when nothing older is left."""
+
+    cursor: str | None = None
+
+
 def list_handoffs(store: StoreBackend, state: str | None = None,
-                  task_kind: str | None = None) -> list[dict]:
-    """Status objects, filtered by effective state and task kind, oldest first."""
-    return [row["status"] for row in operations.rows(store, state=state, task_kind=task_kind)]
+                  task_kind: str | None = None, *, limit: int | None = None,
+                  after: str | None = None) -> Page:
+    """Status objects filtered by effective state and task kind, newest first: at most
+    `limit` of them (None: all), starting after the cursor `after` of an earlier page.
+    A page costs in proportion to its size, not to the store's; `iter_handoffs` streams."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                              or limit < 1):
+        raise InvalidInput(f"limit must be a positive integer or None, not {limit!r}")
+    page, last = Page(), None
+    for item, cursor in operations.statuses(store, state=state, task_kind=task_kind,
+                                            after=after):
+        if len(page) == limit:  # one more exists: the page gets a cursor
+            page.cursor = last
+            break
+        page.append(item)
+        last = cursor
+    return page
+
+
+def iter_handoffs(store: StoreBackend, state: str | None = None,
+                  task_kind: str | None = None, *, after: str | None = None
+                  ) -> Iterator[dict]:
+    """list_handoffs as a stream, in flat memory (a short read per page of rows)."""
+    for item, _cursor in operations.statuses(store, state=state, task_kind=task_kind,
+                                             after=after):
+        yield item
 
 
 def dlq(store: StoreBackend) -> list[dict]:

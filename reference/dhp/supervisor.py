@@ -26,9 +26,10 @@ Each action is one JSON line on stdout:
 with action one of lead, follow, resign, orphan, dead_letter, lost_leadership, error; `fence`
 is the handoff's fence (the leadership fence for leadership actions).
 
-Command line: `dhp-supervisor ROOT ID [SECONDS] [--once] [--interval S] [--ttl S]` (also
-`dhp supervisor`): ROOT is the store folder, ID names this supervisor, SECONDS bounds how long
-it runs (default: until stopped).
+Command line: `dhp-supervisor --store PATH [--id ID] [--seconds S] [--once] [--interval S]
+[--ttl S]`, the same as `dhp supervisor`: PATH is the store folder, ID names this supervisor,
+S bounds how long it runs (default: until stopped). The old positional form `ROOT ID
+[SECONDS]` still works and prints a deprecation note.
 """
 
 from __future__ import annotations
@@ -320,14 +321,39 @@ class Supervisor:
 
 # --- command line -----------------------------------------------------------------------------
 
+EXAMPLES = ["dhp-supervisor --store ./dhp-data",
+            "dhp-supervisor --store ./dhp-data --id sup-1 --seconds 3600",
+            "dhp-supervisor --store ./dhp-data --once    # one pass, e.g. from cron"]
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options shared by `dhp-supervisor` and `dhp supervisor`."""
+    """The options shared by `dhp-supervisor` and `dhp supervisor` (--store comes from the
+    caller: both take it, `dhp` before the subcommand too)."""
+    p.add_argument("--id", default=None,
+                   help="this supervisor's name (default: HOST-PID)")
+    p.add_argument("--seconds", type=float, default=None, metavar="S",
+                   help="stop after S seconds (default: run until SIGTERM/SIGINT)")
     p.add_argument("--once", action="store_true",
                    help="run a single pass and exit (for cron and tests)")
     p.add_argument("--interval", type=float, default=None, metavar="S",
                    help="seconds between passes (default: min(1, ttl/3))")
     p.add_argument("--ttl", type=float, default=None, metavar="S",
                    help="leadership lease in seconds (default: the store's lease ttl, 5)")
+
+
+def run_from_args(args: argparse.Namespace, prog: str) -> int:
+    """Run with the parsed options of either command; the exit code."""
+    import os
+    import socket
+
+    from dhp.cli.commands import default_store, fail
+
+    sid = args.id or f"{socket.gethostname()}-{os.getpid()}"
+    try:
+        return run_supervisor(args.store or default_store(), sid, args.seconds,
+                              once=args.once, interval=args.interval, ttl=args.ttl)
+    except DHPError as exc:
+        return fail(exc, prog)
 
 
 def run_supervisor(store_path: str, supervisor_id: str, seconds: float | None, *,
@@ -351,27 +377,43 @@ def run_supervisor(store_path: str, supervisor_id: str, seconds: float | None, *
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`dhp-supervisor ROOT ID [SECONDS]`."""
-    from dhp.cli.commands import EXIT_CODES, fail
+    """`dhp-supervisor --store ROOT [--id ID] [--seconds S]` (the old positional form
+    `ROOT ID [SECONDS]` still works, with a deprecation note)."""
+    from dhp.cli.commands import DEFAULT_STORE, epilog
 
     parser = argparse.ArgumentParser(
-        prog="dhp-supervisor", description="Run a DHP supervisor on the store in ROOT: "
-        "orphan expired and dead leases, park budget-exhausted work; one JSON line per action.",
-        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("root", metavar="ROOT", help="the store folder")
-    parser.add_argument("id", metavar="ID", help="this supervisor's name")
-    parser.add_argument("seconds", metavar="SECONDS", type=float, nargs="?", default=None,
-                        help="stop after this many seconds (default: run until stopped)")
+        prog="dhp-supervisor", description="Run a DHP supervisor on a store: orphan expired "
+        "and dead leases, park budget-exhausted work; one JSON line per action. The same as "
+        "`dhp supervisor`.", epilog=epilog(EXAMPLES),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--store", default=None, metavar="PATH",
+                        help=f"the store folder (default: $DHP_STORE, else {DEFAULT_STORE})")
     add_arguments(parser)
+    parser.add_argument("legacy", nargs="*", help=argparse.SUPPRESS)  # ROOT ID [SECONDS]
     try:
         args = parser.parse_args(argv)
+        if args.legacy:
+            _legacy(parser, args)
     except SystemExit as exc:
         return int(exc.code or 0)
-    try:
-        return run_supervisor(args.root, args.id, args.seconds, once=args.once,
-                              interval=args.interval, ttl=args.ttl)
-    except DHPError as exc:
-        return fail(exc, "dhp-supervisor")
+    return run_from_args(args, "dhp-supervisor")
+
+
+def _legacy(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Map `ROOT ID [SECONDS]` onto the options, saying what to write instead."""
+    if len(args.legacy) not in (2, 3) or args.store or args.id or args.seconds is not None:
+        parser.error("give --store PATH [--id ID] [--seconds S] (the old form is "
+                     "ROOT ID [SECONDS], alone)")
+    args.store, args.id = args.legacy[:2]
+    if len(args.legacy) == 3:
+        try:
+            args.seconds = float(args.legacy[2])
+        except ValueError:
+            parser.error(f"SECONDS must be a number, not {args.legacy[2]!r}")
+    print(f"dhp-supervisor: note: `dhp-supervisor ROOT ID [SECONDS]` is deprecated; write "
+          f"`dhp-supervisor --store {args.store} --id {args.id}"
+          + (f" --seconds {args.legacy[2]}`" if len(args.legacy) == 3 else "`"),
+          file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -265,12 +265,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="SIGKILL the worker right after the checkpoint of page N (default 20)")
     p.add_argument("--out", default=None, metavar="CSV",
                    help="where to write the fetched pages (default: in the demo's temp folder)")
-    p.add_argument("--store", default=None, metavar="PATH",
+    p.add_argument("--store", default=argparse.SUPPRESS, metavar="PATH",
                    help="the store folder (--one-host), or the folder that holds host-a/ and "
                         "host-b/ (default: a fresh temp folder)")
     p.add_argument("--delay", type=float, default=0.04, metavar="S",
                    help="crawl delay between requests (default 0.04 s)")
-    p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                   help="print a JSON summary as the last line")
 
 
 class _Events:

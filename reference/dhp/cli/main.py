@@ -2,8 +2,8 @@
 
 Each subcommand is one entry in COMMANDS: a function that adds its arguments to a parser and
 a function that runs it and returns the exit code. Adding `status`, `ls`, ... is one
-`@command(...)` pair each. Exit codes: 0 success, 1 the checked input is invalid, 2 usage
-error or unreadable file.
+`@command(...)` pair each. `--store` and `--json` may come before or after the subcommand.
+Exit codes: commands.EXIT_MEANINGS (each subcommand's --help shows its own).
 """
 
 from __future__ import annotations
@@ -21,15 +21,18 @@ class Command:
     help: str
     configure: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace, argparse.ArgumentParser], int]
+    epilog: str | None = None  # examples and exit codes (commands.epilog)
 
 
 COMMANDS: dict[str, Command] = {}
 
 
-def command(name: str, help: str, configure: Callable[[argparse.ArgumentParser], None]):
-    """Register `run(args, parser) -> exit code` as subcommand `name`."""
+def command(name: str, help: str, configure: Callable[[argparse.ArgumentParser], None],
+            epilog: str | None = None):
+    """Register `run(args, parser) -> exit code` as subcommand `name`; `epilog` ends its
+    --help (commands.epilog: examples, then exit codes)."""
     def register(run):
-        COMMANDS[name] = Command(help, configure, run)
+        COMMANDS[name] = Command(help, configure, run, epilog)
         return run
     return register
 
@@ -39,7 +42,8 @@ def command(name: str, help: str, configure: Callable[[argparse.ArgumentParser],
 def _validate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="*", metavar="PATH",
                    help="envelope (.json), checkpoint file (.json array or .jsonl) or log (.jsonl)")
-    p.add_argument("--json", action="store_true", help="one JSON document for machines")
+    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                   help="one JSON document for machines")
     p.add_argument("--vectors", action="store_true",
                    help="check every shipped log and checkpoint-chain vector against its "
                         "expected verdict")
@@ -47,7 +51,19 @@ def _validate_args(p: argparse.ArgumentParser) -> None:
                    help="refuse lines longer than N bytes (default 16 MiB, DHP-SEC-002)")
 
 
-@command("validate", "validate envelopes, checkpoint files and logs", _validate_args)
+_VALIDATE_EPILOG = """examples:
+  dhp validate handoff.jsonl
+  dhp validate envelope.json checkpoints.jsonl --json
+  dhp validate --vectors
+
+exit codes:
+  0  every file is valid (warnings, e.g. a dropped torn last line, are printed)
+  1  a file is invalid (each problem names file, line and requirement)
+  2  usage error or unreadable file"""
+
+
+@command("validate", "validate envelopes, checkpoint files and logs", _validate_args,
+         _VALIDATE_EPILOG)
 def _validate(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from dhp.core import validate
 
@@ -107,9 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
                                      epilog=commands.EXIT_CODES,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"dhp {__version__} (DHP/1.0)")
+    commands.global_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, cmd in COMMANDS.items():
-        p = sub.add_parser(name, help=cmd.help, description=cmd.help)
+        p = sub.add_parser(name, help=cmd.help, description=cmd.help, epilog=cmd.epilog,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         cmd.configure(p)
         p.set_defaults(_command=cmd, _parser=p)
     return parser

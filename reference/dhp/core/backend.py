@@ -17,6 +17,8 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
 from typing import Any
 
+from dhp.core.errors import InvalidInput
+
 DEFAULT_TTL = 5.0
 # The longest a burst of checkpoints goes without an fsync (sync="batch"), in seconds.
 DEFAULT_FSYNC_INTERVAL = 0.1
@@ -85,9 +87,37 @@ class Tx(ABC):
         first. With `expired_before`, only claimed rows whose lease expires at or before it
         (the supervisor's scan; cost follows the expired rows)."""
 
+    def select_page(self, *, states: tuple[str, ...] | None = None,
+                    task_kinds: tuple[str, ...] | None = None, after: str | None = None,
+                    limit: int) -> list[dict]:
+        """Up to `limit` rows like `select`, newest first, without envelope and result, each
+        with a `cursor`: text that, passed as `after`, continues with the next older row (a
+        listing's page). This default reads every row; a backend should override it with an
+        indexed read whose cost follows `limit`."""
+        rows = self.select(states=states, task_kinds=task_kinds)
+        end = len(rows) if after is None else _position(after)
+        out = []
+        for position in range(min(end, len(rows)) - 1, max(end - limit, 0) - 1, -1):
+            row = dict(rows[position], envelope=None, result=None, cursor=str(position))
+            out.append(row)
+        return out
+
+    def ids_with_prefix(self, prefix: str, *, limit: int) -> list[str]:
+        """Up to `limit` stored handoff ids that start with `prefix`, in id order (a CLI
+        takes a unique prefix for an id). This default reads every row; a backend should
+        override it with an indexed range read."""
+        return sorted(r["handoff_id"] for r in self.select()
+                      if r["handoff_id"].startswith(prefix))[:limit]
+
     @abstractmethod
     def owner_incarnations(self) -> list[str]:
         """The distinct liveness tokens of the owners of claimed handoffs."""
+
+
+def _position(cursor: str) -> int:
+    if not cursor.isdigit():
+        raise InvalidInput(f"bad cursor {cursor!r}: pass the cursor a listing returned")
+    return int(cursor)
 
 
 class StoreBackend(ABC):

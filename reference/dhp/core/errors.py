@@ -67,6 +67,11 @@ class IntegrityError(DHPError):
     code, definite = "integrity_error", True
 
 
+class StoreCorrupt(IntegrityError):
+    """The store's own files are damaged or are not a DHP store (wire code integrity_error).
+    Unlike `unavailable`, retrying cannot help."""
+
+
 class Unavailable(DHPError):
     code, definite = "unavailable", False
 

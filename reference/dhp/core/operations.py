@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+from collections.abc import Iterator
 from typing import Any
 
 from dhp.core import chain, machine, schemas
@@ -49,8 +50,10 @@ def check_spend(spend: Any) -> int | float:
     return spend
 
 
-def _raise(outcome: machine.Outcome) -> None:
+def _raise(outcome: machine.Outcome, hid: str) -> None:
     if not outcome.accepted:
+        if isinstance(outcome.error, NotFound):
+            raise unknown_handoff(hid)  # the message that names the id
         raise outcome.error or Internal("rejected without an error")
 
 
@@ -99,7 +102,7 @@ def take(backend: StoreBackend, hid: str, name: str, worker: str, ttl: float) ->
         if outcome.accepted:
             row = dict(row, record=outcome.record, owner_incarnation=token,
                        last_checkpoint=tx.last_checkpoint(hid))
-    _raise(outcome)
+    _raise(outcome, hid)
     return row
 
 
@@ -182,7 +185,7 @@ def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *
         if outcome.changed:
             keep = outcome.accepted and name in ("heartbeat", "checkpoint")
             tx.put_record(hid, outcome.record, row["owner_incarnation"] if keep else None)
-    _raise(outcome)
+    _raise(outcome, hid)
     return made
 
 
@@ -207,11 +210,16 @@ def simple(backend: StoreBackend, hid: str, name: str, **extra: Any) -> bool:
         outcome = machine.decide(row["record"] if row else None, op, now)
         if outcome.changed:
             tx.put_record(hid, outcome.record, None)
-    _raise(outcome)
+    _raise(outcome, hid)
     return outcome.changed
 
 
 # --- reading --------------------------------------------------------------------------------
+
+def unknown_handoff(hid: str) -> NotFound:
+    """The one error every command and call gives for an id the store does not hold."""
+    return NotFound(f"no handoff {hid} in this store", requirement="DHP-STM-003")
+
 
 def get_row(backend: StoreBackend, hid: str) -> dict:
     with backend.transaction(write=False) as tx:
@@ -219,7 +227,7 @@ def get_row(backend: StoreBackend, hid: str) -> dict:
         if row is not None:
             row["last_checkpoint"] = tx.last_checkpoint(hid)
     if row is None:
-        raise NotFound(f"no handoff {hid} in this store", requirement="DHP-STM-003")
+        raise unknown_handoff(hid)
     return row
 
 
@@ -240,14 +248,48 @@ def status_of(row: dict, now: float) -> dict:
     }
 
 
-def rows(backend: StoreBackend, *, state: str | None = None,
-         task_kind: str | None = None) -> list[dict]:
-    """Statuses filtered by effective state and kind."""
+LIST_PAGE = 200  # rows per read transaction of a listing
+
+
+def statuses(backend: StoreBackend, *, state: str | None = None, task_kind: str | None = None,
+             after: str | None = None) -> Iterator[tuple[dict, str]]:
+    """Yield `(status, cursor)` newest first, filtered by effective state and kind, reading
+    LIST_PAGE rows per short read transaction: memory stays flat at any store size, and the
+    cursor, passed back as `after`, resumes after that item."""
+    stored = _stored_states(state)
+    kinds = None if task_kind is None else (task_kind,)
+    while True:
+        with backend.transaction(write=False) as tx:
+            now = backend.now()
+            found = tx.select_page(states=stored, task_kinds=kinds, after=after,
+                                   limit=LIST_PAGE)
+            for row in found:
+                link = tx.last_link(row["handoff_id"])
+                row["last_checkpoint"] = {"seq": link[0]} if link else None  # all status uses
+        for row in found:
+            item = status_of(row, now)
+            if state is None or item["state"] == state:
+                yield item, row["cursor"]
+        if len(found) < LIST_PAGE:
+            return
+        after = found[-1]["cursor"]
+
+
+def _stored_states(state: str | None) -> tuple[str, ...] | None:
+    """The stored states whose rows can have effective state `state` (an expired claim is
+    orphaned)."""
     if state is not None and state not in machine.STATES:
         raise InvalidInput(f"unknown state {state!r}; states are {', '.join(machine.STATES)}",
                            requirement="DHP-STM-001")
-    stored = None if state is None else \
+    return None if state is None else \
         ("claimed", "orphaned") if state in ("claimed", "orphaned") else (state,)
+
+
+def rows(backend: StoreBackend, *, state: str | None = None,
+         task_kind: str | None = None) -> list[dict]:
+    """Full rows (envelope included) with their status, filtered by effective state and kind,
+    oldest first."""
+    stored = _stored_states(state)
     with backend.transaction(write=False) as tx:
         now = backend.now()
         found = tx.select(states=stored,
@@ -286,7 +328,7 @@ def export_log(backend: StoreBackend, hid: str, path: Any) -> None:
         row = tx.get(hid)
         records = tx.checkpoints(hid) if row else []
     if row is None:
-        raise NotFound(f"no handoff {hid} in this store", requirement="DHP-STM-003")
+        raise unknown_handoff(hid)
     write_log(path, row["envelope"], records, row["result"])
 
 

@@ -42,7 +42,7 @@ from pathlib import Path
 from dhp.core import machine
 from dhp.core.backend import DEFAULT_FSYNC_INTERVAL, DEFAULT_TTL, SYNCS, StoreBackend, Tx
 from dhp.core.clock import boot_id, store_clock
-from dhp.core.errors import Internal, InvalidInput, Unavailable
+from dhp.core.errors import DHPError, Internal, InvalidInput, StoreCorrupt, Unavailable
 from dhp.store import liveness
 
 DB_FILE = "dhp.sqlite3"
@@ -140,6 +140,20 @@ def _record_values(record: dict) -> list:
     return [_dumps(record[k]) if k == "budget" else record[k] for k in RECORD_COLUMNS]
 
 
+def _corrupt(path: Path, exc: sqlite3.Error) -> StoreCorrupt:
+    return StoreCorrupt(f"the store file {path / DB_FILE} is damaged or not a DHP store "
+                        f"({exc}); retrying cannot help: restore a backup, or export what "
+                        "still verifies")
+
+
+def _open_error(path: Path, exc: sqlite3.Error) -> DHPError:
+    # SQLite's plain DatabaseError means the file's content is wrong; its subclasses
+    # (OperationalError: locked, unreadable, disk full, ...) may pass.
+    if type(exc) is sqlite3.DatabaseError:
+        return _corrupt(path, exc)
+    return Unavailable(f"cannot open the store at {path}: {exc}")
+
+
 class SQLiteTx(Tx):
     def __init__(self, conn: sqlite3.Connection, now: Callable[[], float]):
         self.conn = conn
@@ -219,6 +233,30 @@ class SQLiteTx(Tx):
             args.append(limit)
         return [_row(r) for r in self.conn.execute(sql, args)]
 
+    def select_page(self, *, states: tuple[str, ...] | None = None,
+                    task_kinds: tuple[str, ...] | None = None, after: str | None = None,
+                    limit: int) -> list[dict]:
+        where, args = [], []
+        for column, values in (("state", states), ("task_kind", task_kinds)):
+            if values is not None:
+                where.append(f"{column} IN ({', '.join('?' * len(values))})")
+                args.extend(values)
+        if after is not None:  # the rowid of the last row of the previous page
+            if not after.isdigit():
+                raise InvalidInput(f"bad cursor {after!r}: pass the cursor a listing returned")
+            where.append("rowid < ?")
+            args.append(int(after))
+        sql = (f"SELECT rowid, {_SELECT_LIGHT[len('SELECT '):]}"
+               + (" WHERE " + " AND ".join(where) if where else "")
+               + " ORDER BY rowid DESC LIMIT ?")
+        return [dict(_row(r[1:]), cursor=str(r[0]))
+                for r in self.conn.execute(sql, [*args, limit])]
+
+    def ids_with_prefix(self, prefix: str, *, limit: int) -> list[str]:
+        rows = self.conn.execute("SELECT id FROM handoffs WHERE id >= ? AND id < ? ORDER BY id "
+                                 "LIMIT ?", (prefix, prefix + "~", limit))  # "~" > any digit
+        return [r[0] for r in rows]
+
     def owner_incarnations(self) -> list[str]:
         rows = self.conn.execute("SELECT DISTINCT owner_incarnation FROM handoffs "
                                  "WHERE state = 'claimed' AND owner_incarnation IS NOT NULL")
@@ -268,7 +306,7 @@ class SQLiteStore(StoreBackend):
                 conn.execute("PRAGMA synchronous=FULL")
                 self._migrate(conn)
             except sqlite3.Error as exc:
-                raise Unavailable(f"cannot open the store at {self.path}: {exc}") from None
+                raise _open_error(self.path, exc) from None
             self._conn, self._pid = conn, os.getpid()
             self._synced_at, self._unsynced = -math.inf, False  # a new process: nothing yet
         return self._conn
@@ -364,6 +402,8 @@ class SQLiteStore(StoreBackend):
                         conn.execute("ROLLBACK")
                     if isinstance(exc, sqlite3.OperationalError):
                         raise Unavailable(f"store {self.path}: {exc}") from None
+                    if type(exc) is sqlite3.DatabaseError:  # "malformed", "not a database"
+                        raise _corrupt(self.path, exc) from None
                     if isinstance(exc, sqlite3.Error):
                         raise Internal(f"store {self.path}: {exc}") from None
                     raise
