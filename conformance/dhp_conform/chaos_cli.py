@@ -19,18 +19,29 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import checkers
+from . import __version__, checkers
 from .harness import Harness
 from .manifest import ManifestError, add_arguments, resolve
 from .process import AdapterError
+from .progress import Progress
 from .runner import HISTORY_CHECKS
 from .suites import chaos
 from .suites.base import Check, CheckAborted, Ctx, Run
 
+EPILOG = """examples:
+  dhp-chaos --impl 'python -m dhp.adapter' --seconds 30
+  dhp-chaos --impl @adapter.json --seconds 300 --workers 8 --seed 7 --history ./chaos-run
+
+exit codes:
+  0  every invariant held
+  1  an invariant was violated (the summary shows the evidence)
+  2  usage error, adapter command not found, or the adapter or harness broke (not judged)"""
+
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dhp-chaos", description=__doc__,
+    p = argparse.ArgumentParser(prog="dhp-chaos", description=__doc__, epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"dhp-chaos {__version__} (DHP/1.0)")
     add_arguments(p)
     p.add_argument("--seconds", type=float, default=30.0,
                    help="how long to inject kills (default 30)")
@@ -60,12 +71,16 @@ def main(argv: list[str] | None = None) -> int:
                   lambda ctx: None)
     ctx = Ctx(state, check)
     stats: dict = {}
+    progress = Progress("dhp-chaos")
+    progress.say(f"{impl.describe()}, seed {seed} (repeat with --seed {seed})")
     try:
         probe = harness.scenario("probe", ttl=5.0)
         probe.spawn("probe")
         probe.close()
-        stats = chaos.workload(ctx, workers=args.workers, handoffs=args.handoffs, faults=None,
-                               seconds=args.seconds)
+        with progress.ticking(args.seconds, lambda: f"s, {len(harness.history.events)} "
+                                                    "events recorded"):
+            stats = chaos.workload(ctx, workers=args.workers, handoffs=args.handoffs,
+                                   faults=None, seconds=args.seconds)
     except CheckAborted as exc:
         harness.adapter_errors.append(f"the workload could not go on: {exc.args[0]}")
     except AdapterError as exc:

@@ -1,26 +1,42 @@
 """`dhp-conform`: run the conformance kit against an implementation's adapter.
 
-Exit status: 0 conformant, 1 not conformant, 2 adapter or harness error.
+Progress (suite, checks done of all, elapsed) goes to stderr: a bar on a terminal, plain
+lines otherwise; the seed comes first, so a run that is cut short can still be repeated.
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-from . import report, runner
+from . import __version__, report, runner
 from .harness import Harness
 from .manifest import Impl, ManifestError, add_arguments, resolve
 from .process import AdapterError
+from .progress import Progress
 from .suites import SUITES
+
+EPILOG = """examples:
+  dhp-conform --impl 'python -m dhp.adapter' --quick
+  dhp-conform smoke --impl 'python -m dhp.adapter'
+  dhp-conform --impl @adapter.json --seed 42 --report report.json --junit junit.xml
+  dhp-conform --impl ./my-adapter --only 'DHP-FEN-*'
+
+exit codes:
+  0  conformant: every selected check passed
+  1  not conformant: a check failed (the summary names the requirement)
+  2  usage error, adapter command not found, or the adapter or harness broke (not judged)"""
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dhp-conform", description=__doc__,
+    p = argparse.ArgumentParser(prog="dhp-conform", description=__doc__, epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version",
+                   version=f"dhp-conform {__version__} (DHP/1.0)")
     p.add_argument("mode", nargs="?", choices=["run", "smoke"], default="run",
                    help="run (default): the conformance run; smoke: check the wiring only")
     add_arguments(p)
@@ -47,9 +63,20 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.history or Path(tempfile.mkdtemp(prefix="dhp-conform-"))
     workdir.mkdir(parents=True, exist_ok=True)
     if args.mode == "smoke":
-        return smoke(impl, workdir, args.timeout)
-    outcome = runner.run(impl, workdir, seed=args.seed, quick=args.quick, only=args.only,
-                         suites=args.suite, timeout=args.timeout)
+        code = smoke(impl, workdir, args.timeout)
+        if code == 0 and not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+        elif code:
+            print(f"process logs kept in {workdir}")
+        return code
+    seed = args.seed if args.seed is not None else random.randrange(2**31)
+    progress = Progress("dhp-conform")
+    progress.say(f"{impl.describe()}, seed {seed} (repeat with --seed {seed})")
+    try:
+        outcome = runner.run(impl, workdir, seed=seed, quick=args.quick, only=args.only,
+                             suites=args.suite, timeout=args.timeout, progress=progress.step)
+    finally:
+        progress.close()
     print(report.summary(outcome.report, outcome.adapter_errors))
     if args.report:
         report.write_json(outcome.report, args.report)
@@ -96,7 +123,8 @@ def smoke(impl: str | Impl, workdir: Path, timeout: float) -> int:
         ok = False
         print(f"FAIL {w['requirement']}: malformed response {w['response']!r}: {w['problems']}")
     sc.close()
-    print(f"stderr of the adapter: {p.process.stderr_path}")
+    if not ok:
+        print(f"stderr of the adapter: {p.process.stderr_path}")
     return 0 if ok else 2
 
 

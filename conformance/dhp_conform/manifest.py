@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,8 +52,25 @@ def resolve(impl: str | None, manifest: str | Path | None = None) -> Impl:
     if manifest is not None:
         return load(Path(manifest))
     if not impl or not impl.strip():
-        raise ManifestError("no adapter command: give --impl 'COMMAND' or --manifest FILE")
-    return Impl(shlex.split(impl))
+        raise ManifestError("no adapter command: give --impl 'COMMAND' or --manifest FILE "
+                            "(the reference implementation's: --impl 'python -m dhp.adapter')")
+    return _runnable(Impl(shlex.split(impl)), "--impl")
+
+
+def _runnable(impl: Impl, source: str) -> Impl:
+    """`impl`, once its program is found: on PATH, or as a path (relative to its cwd)."""
+    program = impl.argv[0]
+    path = (impl.env or os.environ).get("PATH")
+    if os.sep in program:
+        found = Path(impl.cwd or ".", program)
+        ok = found.is_file() and os.access(found, os.X_OK)
+    else:
+        ok = shutil.which(program, path=path) is not None
+    if not ok:
+        raise ManifestError(f"{source}: the adapter command {program!r} was not found "
+                            + ("(not an executable file)" if os.sep in program
+                               else "on PATH") + f"; the command line was {impl.describe()}")
+    return impl
 
 
 def load(path: Path) -> Impl:
@@ -88,4 +106,4 @@ def load(path: Path) -> Impl:
             raise ManifestError(f"{path}: $.cwd {cwd!r} is not a folder ({folder})")
         cwd = str(folder)
     env = dict(os.environ, **extra) if extra else None
-    return Impl(command, env, cwd)
+    return _runnable(Impl(command, env, cwd), str(path))

@@ -4,6 +4,8 @@ over every scenario, and assemble the report."""
 from __future__ import annotations
 
 import random
+import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +49,9 @@ class Outcome:
 
 def run(impl: str | Impl, workdir: Path, *, seed: int | None = None, quick: bool = False,
         only: list[str] | None = None, suites: list[str] | None = None,
-        timeout: float = 10.0) -> Outcome:
+        timeout: float = 10.0,
+        progress: Callable[[int, int, str], None] | None = None) -> Outcome:
+    """One run; `progress(done, total, label)` is called as each check ends."""
     seed = seed if seed is not None else random.randrange(2**31)
     started = report.now()
     harness = Harness(impl, workdir, timeout=timeout)
@@ -77,11 +81,21 @@ def run(impl: str | Impl, workdir: Path, *, seed: int | None = None, quick: bool
     # Checks that judge no real time run side by side; the rest run alone afterwards, so
     # that no other check's load shifts their lease timings.
     calm = [c for c in chosen if not c.timing and c.suite not in ALONE]
+    done = [0]
+    done_lock = threading.Lock()
+
+    def one(check) -> None:
+        _run_one(state, check)
+        with done_lock:
+            done[0] += 1
+            if progress is not None:
+                progress(done[0], len(chosen), f"{check.suite}: {check.id}")
+
     with ThreadPoolExecutor(PARALLEL) as pool:
-        list(pool.map(lambda c: _run_one(state, c), calm))
+        list(pool.map(one, calm))
     for check in chosen:
         if check not in calm:
-            _run_one(state, check)
+            one(check)
     _history_results(state)
     results = report.finalize([r for r in state.results if selected(r["requirement"], only)])
     rep = report.build(results, harness.hello, seed, started,

@@ -264,7 +264,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kill-at", type=int, default=20, metavar="N",
                    help="SIGKILL the worker right after the checkpoint of page N (default 20)")
     p.add_argument("--out", default=None, metavar="CSV",
-                   help="where to write the fetched pages (default: in the demo's temp folder)")
+                   help="write the fetched pages as CSV to this file (default: none)")
     p.add_argument("--store", default=argparse.SUPPRESS, metavar="PATH",
                    help="the store folder (--one-host), or the folder that holds host-a/ and "
                         "host-b/ (default: a fresh temp folder)")
@@ -323,8 +323,16 @@ def run(args: argparse.Namespace) -> int:
     if args.pages < 2 or not 1 <= args.kill_at < args.pages:
         print("dhp demo: error: need --pages >= 2 and 1 <= --kill-at < --pages", file=sys.stderr)
         return 2
+    if args.store:
+        folder = Path(args.store)
+        problem = ("exists and is not a folder" if folder.exists() and not folder.is_dir()
+                   else "has no parent folder (create it first)"
+                   if not folder.exists() and not folder.parent.is_dir() else None)
+        if problem:
+            print(f"dhp demo: error: --store {args.store} {problem}", file=sys.stderr)
+            return 2
     work = Path(tempfile.mkdtemp(prefix="dhp-demo-"))
-    out = Path(args.out) if args.out else work / "pages.csv"
+    out = Path(args.out) if args.out else None
     lines: list[str] = []
 
     def tell(text: str) -> None:
@@ -332,13 +340,24 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(text, flush=True)
 
-    if args.one_host:
-        summary = _one_host(args, work, out, tell)
-    else:
-        summary = _two_hosts(args, work, out, tell)
+    summary = None
+    try:
+        story = _one_host if args.one_host else _two_hosts
+        summary = story(args, work, out, tell)
+    finally:
+        _tidy(work, green=summary is not None and summary["green"])
     if args.json:
         print(json.dumps(summary))
     return 0 if summary["green"] else 1
+
+
+def _tidy(work: Path, *, green: bool) -> None:
+    """Remove the demo's temp folder (what --store and --out did not place elsewhere); keep
+    it when the story went wrong, so it can be looked at."""
+    if green or not any(work.iterdir()):
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        print(f"dhp demo: the demo's files are kept in {work}", file=sys.stderr)
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -347,7 +366,7 @@ def _kill(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def _one_host(args: argparse.Namespace, work: Path, out: Path, tell: Any) -> dict:
+def _one_host(args: argparse.Namespace, work: Path, out: Path | None, tell: Any) -> dict:
     from dhp import api
     from dhp.core import chain
 
@@ -411,10 +430,10 @@ def _one_host(args: argparse.Namespace, work: Path, out: Path, tell: Any) -> dic
             "refetched": verdict["refetched"], "killed_after_checkpoint": seen,
             "recovered_ms": None if recovered is None
             else round(1000 * (recovered["t"] - t_kill), 3),
-            "csv": str(out), "store": store_path}
+            "csv": str(out) if out else None, "store": store_path}
 
 
-def _two_hosts(args: argparse.Namespace, work: Path, out: Path, tell: Any) -> dict:
+def _two_hosts(args: argparse.Namespace, work: Path, out: Path | None, tell: Any) -> dict:
     """Host A ships to host B over TCP; A is killed and its data folder deleted; B finishes."""
     from dhp import api
     from dhp.core import chain
@@ -533,7 +552,8 @@ def _two_hosts(args: argparse.Namespace, work: Path, out: Path, tell: Any) -> di
             else round(1000 * (recovered["t"] - t_kill), 3),
             "takeover_ms": None if recovered is None
             else round(1000 * (recovered["t"] - t_gone), 3),
-            "csv": str(out), "host_a": str(host_a), "host_b": str(host_b)}
+            "csv": str(out) if out else None, "host_a": str(host_a),
+            "host_b": str(host_b)}
 
 
 def _write_secret(path: Path, secret: str) -> None:
@@ -543,7 +563,7 @@ def _write_secret(path: Path, secret: str) -> None:
 
 
 def _verdict(api: Any, chain: Any, store: Any, hid: str, server: PageServer, pages: int,
-             out: Path, problems: list[str] | None = None, where: str = "") -> dict:
+             out: Path | None, problems: list[str] | None = None, where: str = "") -> dict:
     """Check the outcome against the server's count and the store's chain; write the CSV.
     `problems` already found make it RED too."""
     status = api.status(store, hid)
@@ -565,21 +585,22 @@ def _verdict(api: Any, chain: Any, store: Any, hid: str, server: PageServer, pag
         refetched = sorted(p for p, n in server.hits.items() if n > 1)
     if fetches != pages:
         problems.append(f"server counted {fetches} fetches, not {pages}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["page", "url", "bytes", "sha256", "worker", "fence", "seq"])
-        for r in records:
-            s = r["state"]
-            w.writerow([s["page"], f"{server.url}/page/{s['page']}", s["bytes"], s["sha256"],
-                        s["worker"], r["fence"], r["seq"]])
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(["page", "url", "bytes", "sha256", "worker", "fence", "seq"])
+            for r in records:
+                s = r["state"]
+                w.writerow([s["page"], f"{server.url}/page/{s['page']}", s["bytes"],
+                            s["sha256"], s["worker"], r["fence"], r["seq"]])
     fences = sorted({r["fence"] for r in records})
     story = [f"  server counted {fetches} requests for {len(server.hits)} distinct pages; "
              f"refetched: {', '.join(refetched) if refetched else 'none'}",
              f"  {len(records)} checkpoints{where}, chain verifies: "
              f"{'yes' if chain_ok else 'no'}; fences "
              f"{', '.join(map(str, fences))}",
-             f"  pages CSV: {out}"]
+             f"  pages CSV: {out}" if out else "  pages CSV: not written (--out FILE)"]
     green = not problems
     if green:
         story.append(f"GREEN: {len(done_pages)}/{pages} pages done, {fetches} fetches, "

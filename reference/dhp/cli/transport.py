@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
+import ssl
 import sys
 import threading
 
@@ -25,14 +27,44 @@ from dhp.transport.server import (
     server_ssl_context,
 )
 
+EPILOG = """examples:
+  dhp-transport --root ./peer --secret-file transport.secret --port 7461
+  dhp-transport --root ./peer --secret-file transport.secret --bind 0.0.0.0 \\
+      --tls-cert server.pem --tls-key server.key --tls-client-ca clients-ca.pem
+
+exit codes:
+  0  stopped by SIGTERM or SIGINT (every acknowledged frame is durable)
+  2  usage error or bad setup (port outside 0..65535, missing or unreadable secret or
+     TLS file, address in use); the message names the option and the file"""
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port: give 0..65535 "
+                                         "(0 picks a free one)")
+    return port
+
+
+def _readable(option: str, path: str | None) -> None:
+    """Refuse a missing or unreadable file, naming the option and the file."""
+    if path is not None and not (os.path.isfile(path) and os.access(path, os.R_OK)):
+        why = "no such file" if not os.path.exists(path) else "not a readable file"
+        raise OSError(f"{option} {path}: {why}")
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dhp-transport",
-                                description="Receive shipped handoffs into a DHP store.")
+                                description="Receive shipped handoffs into a DHP store.",
+                                epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--root", required=True, help="the store folder (created if missing)")
     p.add_argument("--bind", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+    p.add_argument("--port", type=_port, default=DEFAULT_PORT,
                    help=f"TCP port (default {DEFAULT_PORT}; 0 picks a free one)")
     p.add_argument("--secret-file", required=True,
                    help="file holding the shared secret (at least 16 bytes)")
@@ -53,10 +85,17 @@ def main(argv: list[str] | None = None) -> int:
         print("dhp-transport: --tls-client-ca needs --tls-cert", file=sys.stderr)
         return 2
     try:
+        for option in ("secret_file", "tls_cert", "tls_key", "tls_client_ca"):
+            _readable("--" + option.replace("_", "-"), getattr(args, option))
         secret = load_secret(args.secret_file)
-        context = (server_ssl_context(args.tls_cert, args.tls_key,
-                                      client_cafile=args.tls_client_ca)
-                   if args.tls_cert else None)
+        try:
+            context = (server_ssl_context(args.tls_cert, args.tls_key,
+                                          client_cafile=args.tls_client_ca)
+                       if args.tls_cert else None)
+        except ssl.SSLError as exc:
+            files = ", ".join(f for f in (args.tls_cert, args.tls_key, args.tls_client_ca)
+                              if f)
+            raise OSError(f"TLS files {files} cannot be used: {exc}") from None
         server = TransportServer(args.root, args.bind, args.port, secret=secret,
                                  ssl_context=context, max_frame=args.max_frame).bind()
     except (OSError, DHPError) as exc:
