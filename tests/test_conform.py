@@ -49,6 +49,12 @@ def test_reference_passes_quick_run(tmp_path):
         report["notes"]
     assert (tmp_path / "j.xml").read_text().startswith("<?xml")
     assert (tmp_path / "run" / "history.jsonl").exists()
+    # Issue 12: the seed first, then progress lines (no TTY here), before the summary.
+    lines = output.splitlines()  # stdout, then stderr
+    steps = [i for i, line in enumerate(lines) if line.startswith("dhp-conform: [")]
+    assert lines[steps[0] - 1].endswith("seed 7 (repeat with --seed 7)"), lines[steps[0] - 1]
+    assert len(steps) > 10
+    assert lines[steps[-1]].startswith(f"dhp-conform: [{len(steps)}/{len(steps)}] ")
 
 
 def _apply(mutant: dict, folder: Path) -> Path:
@@ -252,6 +258,9 @@ def test_dhp_chaos_runs_for_the_given_time(tmp_path):
     assert "PASS history:checkpoint-durable" in proc.stdout
     assert "verdict: PASS" in proc.stdout
     assert 3 <= time.monotonic() - started < 60
+    # Issue 12: the seed first, then the elapsed time against --seconds as plain lines.
+    assert proc.stderr.startswith("dhp-chaos: ") and "seed 11" in proc.stderr.splitlines()[0]
+    assert "/3] s, " in proc.stderr and "events recorded" in proc.stderr
 
 
 # Reads two requests, then answers them in the opposite order.

@@ -58,9 +58,9 @@ class Progress:
     @contextmanager
     def ticking(self, seconds: float, detail: Callable[[], str]) -> Iterator[None]:
         """Steps of elapsed time against `seconds` while the block runs: every second on a
-        terminal, every 5 s in a log."""
+        terminal, in a log about six times per run (every 1 to 5 s)."""
         stop = threading.Event()
-        every = 1.0 if self.tty else 5.0
+        every = 1.0 if self.tty else max(1.0, min(5.0, seconds / 6))
 
         def tick() -> None:
             while not stop.wait(every):

@@ -358,7 +358,7 @@ def _statuses(store: Any, args: argparse.Namespace):
 
 def _more(cursor: str | None) -> None:
     if cursor is not None:
-        print(f"(newest first; more with: dhp ls --after {cursor})", file=sys.stderr)
+        print(f"next page: dhp ls --after {cursor}", file=sys.stderr)
 
 
 def _result_args(p: argparse.ArgumentParser) -> None:
