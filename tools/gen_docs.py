@@ -160,7 +160,7 @@ def exit_codes_table(text: str | None = None) -> str:
     if text is None:
         from dhp.cli.commands import EXIT_CODES as text
     rows: list[list[str]] = []
-    for line in text.splitlines()[1:]:  # the first line is the "exit codes:" title
+    for line in text.split("exit codes:", 1)[-1].splitlines()[1:]:  # after the title
         code = re.match(r"^\s+(\d+)\s+(.*)$", line)
         if code and (not rows or len(line) - len(line.lstrip()) < 4):
             rows.append([code.group(1), code.group(2)])
@@ -219,7 +219,16 @@ def fill_placeholders(markdown: str, where: str = "page", root: Path = ROOT) -> 
 # --- MkDocs hooks ----------------------------------------------------------------------------
 
 def on_config(config):
-    """Fill the nav's "Specification" and "Schemas" entries from the sources."""
+    """Fill the nav's "Specification" and "Schemas" entries from the sources; put the
+    release in the header and link the repository named in pyproject.toml."""
+    from importlib.metadata import metadata
+
+    meta = metadata("durable-handoff")
+    if f" {meta['Version']}" not in config.site_name:
+        config.site_name = f"{config.site_name} {meta['Version']}"
+    urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL") or [])
+    if urls.get("Repository") and not config.repo_url:
+        config.repo_url = urls["Repository"]
     spec = [p.stem for p in (ROOT / "spec").glob("*.md")]
     ordered = [s for s in SPEC_ORDER if s in spec] + sorted(set(spec) - set(SPEC_ORDER))
     for entry in config.nav or []:
