@@ -108,3 +108,26 @@ def test_benchmarks_page_is_bench_readme():
     assert page.startswith("# Benchmarks\n") and "bench/README.md" in page.splitlines()[2]
     body = readme.partition("\n")[2]
     assert page.endswith(body)
+
+
+def test_site_header_shows_the_release_and_links_the_repository(monkeypatch):
+    """Issue 12: the header had no version and no repository link."""
+    from importlib import metadata
+    from types import SimpleNamespace
+
+    real = metadata.metadata("durable-handoff")
+
+    class Meta(dict):
+        def get_all(self, name):
+            return ["Repository, https://example.org/dhp"] if name == "Project-URL" else None
+
+    monkeypatch.setattr(metadata, "metadata", lambda name: Meta(Version=real["Version"]))
+    config = SimpleNamespace(site_name="DHP", repo_url=None, nav=[])
+    gen_docs.on_config(config)
+    assert config.site_name == f"DHP {real['Version']}"
+    assert config.repo_url == "https://example.org/dhp"
+    gen_docs.on_config(config)  # idempotent (mkdocs serve rebuilds)
+    assert config.site_name == f"DHP {real['Version']}"
+    css = (ROOT / "docs" / "stylesheets" / "extra.css").read_text(encoding="utf-8")
+    assert "white-space: pre-wrap" in css
+    assert "stylesheets/extra.css" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")

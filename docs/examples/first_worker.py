@@ -20,7 +20,7 @@ with dhp.claim(store, hid, worker_id="w1") as ctx:  # heartbeats in the backgrou
     while state["i"] < ctx.inputs["n"]:
         i = state["i"] + 1
         state = {"i": i, "total": state["total"] + i * i}
-        ctx.checkpoint(state)  # durable (fsynced) before it returns
+        ctx.checkpoint(state)  # survives kill -9 once it returns; fsynced within 0.1 s
         print("step", i, "total", state["total"])
     ctx.complete({"total": state["total"]})  # validated against output_schema
 

@@ -1,4 +1,4 @@
-"""One supervisor pass (`dhp-supervisor ROOT ID --once`) over three handoffs: a crashed
+"""One supervisor pass (`dhp-supervisor --store ROOT --id ID --once`) over three handoffs: a crashed
 worker's (orphaned at once: its liveness lock is free), one whose lease expired and whose
 attempts are used up (orphaned, then parked in the dead-letter queue), and a healthy one
 (left alone). The supervisor prints one JSON line per action."""
@@ -27,7 +27,7 @@ stuck = dhp.claim(store, exhausted, "stuck", ttl=0.3, heartbeat_interval=0)  # n
 ok = dhp.claim(store, healthy, "healthy")  # heartbeats in the background
 time.sleep(0.4)
 
-run = subprocess.run(["dhp-supervisor", "./data", "sup-1", "--once"],
+run = subprocess.run(["dhp-supervisor", "--store", "./data", "--id", "sup-1", "--once"],
                      capture_output=True, text=True, check=True)
 for line in run.stdout.splitlines():
     event = json.loads(line)
