@@ -87,3 +87,11 @@ def supervisor_pass(root: str):
     """Returns a callable running one supervisor pass (the leader's scan)."""
     sup = dhp.Supervisor3(root, supervisor_id="bench-sup")
     return sup.scan
+
+
+def dispatch_many(store, task_kind: str, inputs: list[dict], output_schema: dict) -> None:
+    """Setup: many handoffs in one transaction (its dispatch, inside one BEGIN/COMMIT)."""
+    begin_batch(store)
+    for i in inputs:
+        dispatch(store, task_kind, i, output_schema)
+    end_batch(store)

@@ -94,3 +94,9 @@ def begin_batch(store) -> None:
 
 def end_batch(store) -> None:
     """Setup only; see begin_batch."""
+
+
+def dispatch_many(store, task_kind: str, inputs: list[dict], output_schema: dict) -> None:
+    """Setup: many handoffs in one transaction (dhp.dispatch_many)."""
+    dhp.dispatch_many(store, [{"task_kind": task_kind, "inputs": i,
+                               "output_schema": output_schema} for i in inputs])

@@ -211,3 +211,26 @@ def test_output_schema_references_outside_it_are_refused_never_fetched(tmp_path)
         store.close()
         web.shutdown()
         web.server_close()
+
+
+@pytest.mark.covers("DHP-ID-002")
+def test_intent_verdicts_shared_across_inputs_still_refuse_bad_intents(monkeypatch):
+    """Valid intents that differ only in `inputs` share one cached schema verdict (the intent
+    schema checks only that inputs is an object); everything else is still judged."""
+    from dhp.core import schemas
+
+    good = make_intent("cache.k", {"n": 1}, {"type": "object"}, {"max_attempts": 2})
+    assert good["inputs"] == {"n": 1}
+    for inputs, budget in (([1], {"max_attempts": 2}), ({"n": 2}, {"max_attempts": 0}),
+                           ({"n": 3}, {"max_attempts": 2, "bogus": 1})):
+        with pytest.raises(dhp.InvalidInput):
+            make_intent("cache.k", inputs, {"type": "object"}, budget)
+    # A schema that looked inside inputs would turn the shared verdict off.
+    assert schemas._checks_only_object_type("intent", "inputs")
+    looking = dict(schemas.schema("intent"), allOf=[{"properties": {"inputs": {
+        "required": ["n"]}}}])
+    schemas._checks_only_object_type.cache_clear()
+    monkeypatch.setattr(schemas, "schema", lambda name: looking)
+    assert not schemas._checks_only_object_type("intent", "inputs")
+    monkeypatch.undo()
+    schemas._checks_only_object_type.cache_clear()

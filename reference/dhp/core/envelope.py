@@ -70,7 +70,7 @@ def _checked_intent(intent: Any) -> bytes:
     """check_intent, returning the intent's canonical form (its id is the hash of it)."""
     _check_version(intent, "$")
     text = canonical_json(intent)  # refuses non-JSON values, naming their path (DHP-CJ-*)
-    _check_schema("intent", intent, "$")
+    _check_schema("intent", intent, "$", opaque="inputs")
     _check_output_schema(intent["output_schema"], "$.output_schema")
     return text
 
@@ -102,8 +102,8 @@ def _check_version(obj: Any, path: str) -> None:
             f"speaks DHP/{PROTOCOL_VERSION}", requirement="DHP-ENV-003")
 
 
-def _check_schema(name: str, obj: Any, root: str) -> None:
-    found = schemas.errors(name, obj)
+def _check_schema(name: str, obj: Any, root: str, opaque: str | None = None) -> None:
+    found = schemas.errors(name, obj, opaque=opaque)
     if not found:
         return
     listing = "; ".join(f"{e['path']}: {e['message']}" for e in found)

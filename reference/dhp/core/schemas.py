@@ -4,7 +4,7 @@ of truth for wire objects) and compiled once into draft 2020-12 validators."""
 from __future__ import annotations
 
 import json
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 import dhp_data
@@ -14,7 +14,7 @@ from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
-from dhp.core.canonical import child_path
+from dhp.core.canonical import canonical_json, child_path
 from dhp.core.errors import InvalidInput
 
 
@@ -74,13 +74,46 @@ def json_path(error: Any) -> str:
     return out
 
 
-def errors(name: str, instance: Any) -> list[dict]:
-    """Every violation of schema `name` as `{"path", "message"}`, in document order."""
-    if validator(name).is_valid(instance):  # stops at the first error: cheaper when valid
+def errors(name: str, instance: Any, *, opaque: str | None = None) -> list[dict]:
+    """Every violation of schema `name` as `{"path", "message"}`, in document order.
+    `opaque` names a member whose content the schema may not look into (only its type);
+    then valid instances that differ only inside it share one cached verdict."""
+    if _valid(name, instance, opaque):
         return []
     found = sorted(validator(name).iter_errors(instance),
                    key=lambda e: [str(p) for p in e.absolute_path])
     return [{"path": json_path(e), "message": e.message} for e in found]
+
+
+# Schema keywords that cannot look inside a member's value other than through `properties`.
+_SHALLOW_ROOT = {"$schema", "$id", "title", "description", "type", "properties", "required",
+                 "additionalProperties", "examples"}
+
+
+@cache
+def _checks_only_object_type(name: str, member: str) -> bool:
+    """True when schema `name` checks of `member` that it is an object, nothing inside it
+    (read from the schema, so a schema that starts to look inside turns the cache off)."""
+    root = schema(name)
+    sub = root.get("properties", {}).get(member)
+    return set(root) <= _SHALLOW_ROOT and isinstance(sub, dict) \
+        and set(sub) <= {"description", "type"} and sub.get("type") == "object"
+
+
+def _valid(name: str, instance: Any, opaque: str | None) -> bool:
+    if opaque is not None and isinstance(instance, dict) \
+            and type(instance.get(opaque)) is dict and _checks_only_object_type(name, opaque):
+        try:
+            key = canonical_json({**instance, opaque: {}})
+        except InvalidInput:
+            return False  # not JSON: the full validation below names what is wrong
+        return _valid_canonical(name, key)
+    return validator(name).is_valid(instance)  # stops at the first error: cheap when valid
+
+
+@lru_cache(maxsize=1024)
+def _valid_canonical(name: str, canonical: bytes) -> bool:
+    return validator(name).is_valid(json.loads(canonical))
 
 
 def check(name: str, instance: Any, *, requirement: str) -> None:
