@@ -516,5 +516,7 @@ COMMANDS: list[tuple] = [
 
 def register(command: Callable) -> None:
     """Add every runtime subcommand through cli.py's `command(name, help, configure)`."""
-    for name, help_text, configure, run, examples, codes in COMMANDS:
+    from dhp.cli import observe
+
+    for name, help_text, configure, run, examples, codes in COMMANDS + observe.COMMANDS:
         command(name, help_text, configure, epilog(examples, codes))(run)
