@@ -23,13 +23,6 @@ def registered():
     commands.register(cli.command)  # what cli.py does; registering twice is harmless
 
 
-@pytest.fixture
-def store_path(tmp_path, monkeypatch):
-    path = tmp_path / "store"
-    monkeypatch.setenv("DHP_STORE", str(path))
-    return path
-
-
 def run(capsys, *argv: str) -> tuple[int, str, str]:
     code = cli.main(list(argv))
     out, err = capsys.readouterr()

@@ -14,27 +14,12 @@ import pytest
 from dhp import api
 from dhp.cli import commands
 from dhp.cli import main as cli
+from test_cli import registered, run  # noqa: F401 (the CLI tests' fixture and runner)
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT_SCHEMA = {"type": "object"}
 
 
-@pytest.fixture(autouse=True)
-def registered():
-    commands.register(cli.command)
-
-
-@pytest.fixture
-def store_path(tmp_path, monkeypatch):
-    path = tmp_path / "store"
-    monkeypatch.setenv("DHP_STORE", str(path))
-    return path
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def dispatch(capsys, *extra: str, kind: str = "edge.test") -> str:

@@ -191,3 +191,20 @@ def test_fast_path_writes_what_the_walk_writes(value):
     walked: list[str] = []
     canonical._write(value, "$", walked)
     assert dhp.canonical_json(value) == "".join(walked).encode("utf-8") == rfc8785.dumps(value)
+
+
+def test_fast_path_leaves_deep_and_cyclic_values_to_the_walk():
+    from dhp.core import canonical
+
+    deep: list = []
+    inner = deep
+    for _ in range(canonical._PLAIN_DEPTH + 10):
+        inner.append([])
+        inner = inner[0]
+    assert not canonical._plain(deep)
+    assert dhp.canonical_json(deep) == b"[" * 511 + b"]" * 511
+    cyclic: list = []
+    cyclic.append(cyclic)
+    assert not canonical._plain(cyclic)  # terminates; the walk then refuses it
+    with pytest.raises(RecursionError):
+        dhp.canonical_json(cyclic)

@@ -32,22 +32,27 @@ def canonical_json(obj: Any) -> bytes:
     return "".join(out).encode("utf-8")
 
 
+_PLAIN_DEPTH = 500  # nesting the fast path takes; deeper values go to the walk
+
+
 def _plain(obj: Any) -> bool:
     """True when `json.dumps(sort_keys=True)` of `obj` is its JCS form: only dicts with
     string keys below U+E000 (where code point order is UTF-16 order), lists, strings,
     bools, None, integers within +-(2**53 - 1) and floats whose repr is their ECMAScript form
     (not integral, plain notation). Anything else takes the walk, which also names errors."""
-    stack = [obj]
+    stack = [(obj, 0)]
     while stack:
-        value = stack.pop()
+        value, depth = stack.pop()
         kind = type(value)
-        if kind is dict:
-            for key in value:
-                if type(key) is not str or (key and max(key) >= "\ue000"):
-                    return False
-            stack.extend(value.values())
-        elif kind is list:
-            stack.extend(value)
+        if kind is dict or kind is list:
+            if depth > _PLAIN_DEPTH:  # deep, or a cycle: the walk decides (RecursionError)
+                return False
+            children = value.values() if kind is dict else value
+            if kind is dict:
+                for key in value:
+                    if type(key) is not str or (key and max(key) >= "\ue000"):
+                        return False
+            stack.extend((child, depth + 1) for child in children)
         elif kind is int:
             if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
                 return False
