@@ -77,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         probe = harness.scenario("probe", ttl=5.0)
         probe.spawn("probe")
         probe.close()
-        with progress.ticking(args.seconds, lambda: f"s, {len(harness.history.events)} "
-                                                    "events recorded"):
+        with progress.ticking(args.seconds,
+                              lambda: f"{len(harness.history.events)} events recorded"):
             stats = chaos.workload(ctx, workers=args.workers, handoffs=args.handoffs,
                                    faults=None, seconds=args.seconds)
     except CheckAborted as exc:

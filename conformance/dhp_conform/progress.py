@@ -64,7 +64,9 @@ class Progress:
 
         def tick() -> None:
             while not stop.wait(every):
-                self.step(round(time.monotonic() - begun), seconds, detail())
+                elapsed = time.monotonic() - begun
+                over = "; time is up, the last work is finishing" if elapsed > seconds else ""
+                self.step(round(min(elapsed, seconds)), seconds, f"s, {detail()}{over}")
 
         begun = time.monotonic()
         thread = threading.Thread(target=tick, daemon=True, name="progress")
