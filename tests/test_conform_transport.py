@@ -136,3 +136,21 @@ def test_the_reference_adapter_serves_with_the_max_frame_asked_for(tmp_path):
     finally:
         assert call("transport_stop", {})["ok"]
         adapter.store.close()
+
+
+@pytest.mark.covers("DHP-ENV-006", "DHP-ENV-009")
+def test_the_kit_lets_a_receiver_drop_metadata_but_never_change_it():
+    from dhp_conform.suites.transport import envelope_changes
+
+    intent = {"dhp": "1.0", "task_kind": "t", "inputs": {}, "output_schema": {}, "budget": {}}
+    sent = {"dhp": "1.0", "handoff_id": oracle.handoff_id(intent), "intent": intent,
+            "created_at": "2025-03-01T12:00:00Z", "x-origin": {"host": "a"}}
+    identity = {k: sent[k] for k in ("dhp", "handoff_id", "intent")}
+    assert envelope_changes(dict(sent), sent) == []
+    assert envelope_changes(identity, sent) == []  # both metadata members dropped
+    assert envelope_changes(dict(identity, created_at="2026-01-01T00:00:00Z"), identity) == []
+    assert envelope_changes(dict(sent, created_at="2025-03-01T12:00:01Z"), sent) == [
+        "metadata created_at changed from '2025-03-01T12:00:00Z' to '2025-03-01T12:00:01Z'"]
+    assert envelope_changes(dict(identity, **{"x-new": 1}), identity) == ["member x-new added"]
+    assert envelope_changes(dict(sent, intent=dict(intent, inputs={"a": 1})), sent) == [
+        "intent changed"]
