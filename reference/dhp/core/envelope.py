@@ -111,7 +111,7 @@ def check_created_at(value: Any, path: str) -> None:
         problem = f"offset {sign}{off_h:02d}:{off_m:02d} does not exist"
     elif second == 60:
         utc = hour * 60 + minute - (1 if sign == "+" else -1) * (off_h * 60 + off_m)
-        if utc % (24 * 60) != 23 * 60 + 59:  # a leap second is 23:59:60 UTC
+        if utc % (24 * 60) != 23 * 60 + 59:  # a leap second, accepted (DHP-ENV-010)
             problem = "second 60 (a leap second) is only valid at 23:59:60 UTC"
     if problem is not None:
         raise InvalidInput(f"{path}: {value!r} names no real instant: {problem}",
