@@ -1,9 +1,11 @@
 """Intents and envelopes: building them and checking them (spec/identity, spec/envelope).
 
 The shape of both lives in schemas/intent.json, budget.json and envelope.json; this module
-only decides the order of the checks and which error and requirement each failure gets:
-version first (so a future version is not called malformed), then JSON-ness (canonical
-form), then the schema, then the output schema, then the id.
+only decides the order of the checks and which error and requirement each failure gets
+(DHP-ENV-007): the JSON text itself is judged by the strict parser before anything here; then
+the version (so a future version is not called malformed), then the values' JSON profile
+(canonical form), then the schema and the calendar of created_at, then the output schema,
+then the id.
 """
 
 from __future__ import annotations
