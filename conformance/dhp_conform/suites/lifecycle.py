@@ -300,22 +300,25 @@ def import_existing(ctx: Ctx) -> None:
         return st["state"], st["checkpoints"]["count"], st["fence"]
 
     ctx.need(q.call("import_log", {"path": str(logs[1])}), "import of a log with 1 checkpoint")
-    ctx.expect("DHP-LOG-010", count() == ("orphaned", 1, fence),
-               f"after importing a log of one checkpoint: state, count, fence = {count()}")
+    now = count()
+    ctx.expect("DHP-LOG-010", now == ("orphaned", 1, fence),
+               f"after importing a log of one checkpoint: state, count, fence = {now}")
     ctx.expect_ok("DHP-LOG-010", q.call("import_log", {"path": str(logs[1])}),
                   "the same log again")
     grow = q.call("import_log", {"path": str(logs[3])})
-    ctx.expect("DHP-LOG-010", grow.ok and count() == ("orphaned", 3, fence),
-               f"a log continuing the stored chain must be appended: {count()}", grow)
+    now = count()
+    ctx.expect("DHP-LOG-010", grow.ok and now == ("orphaned", 3, fence),
+               f"a log continuing the stored chain must be appended: {now}", grow)
     again = q.call("import_log", {"path": str(logs[1])})
-    ctx.expect("DHP-LOG-010", again.ok and count() == ("orphaned", 3, fence),
+    now = count()
+    ctx.expect("DHP-LOG-010", again.ok and now == ("orphaned", 3, fence),
                f"a log that is a prefix of the stored chain must be accepted and change "
-               f"nothing: {count()}", again)
+               f"nothing: {now}", again)
     fork = _sealed_record(hid, 2, records[0]["hash"], fence, {"forked": True})
     forked = q.call("import_log", {"path": log_with(records[0], fork)})
     ctx.expect_code("DHP-LOG-010", forked, "integrity_error",
                     "a log with another record at a stored seq (a fork)")
-    held = ctx.need(take(ctx, q, hid), "recover on the importing store")
+    held = ctx.need(take(ctx, q, hid), "claim on the importing store")
     live = _sealed_record(hid, 4, records[2]["hash"], held["fence"], {"late": 1})
     ctx.expect_code("DHP-LOG-010", q.call("import_log", {"path": log_with(*records, live)}),
                     "conflict", "a log adding a record to a handoff claimed under a live lease")
@@ -323,8 +326,9 @@ def import_existing(ctx: Ctx) -> None:
     stale = _sealed_record(hid, 4, records[2]["hash"], fence, {"stale": 1})
     ctx.expect_code("DHP-LOG-010", q.call("import_log", {"path": log_with(*records, stale)}),
                     "lease_lost", "a log adding a record whose fence is below the stored fence")
-    ctx.expect("DHP-LOG-010", count() == ("released", 3, held["fence"]),
-               f"refused imports changed the handoff: state, count, fence = {count()}")
+    now = count()
+    ctx.expect("DHP-LOG-010", now == ("released", 3, held["fence"]),
+               f"refused imports changed the handoff: state, count, fence = {now}")
 
 
 CHECKS = [
