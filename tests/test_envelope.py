@@ -234,3 +234,21 @@ def test_intent_verdicts_shared_across_inputs_still_refuse_bad_intents(monkeypat
     assert not schemas._checks_only_object_type("intent", "inputs")
     monkeypatch.undo()
     schemas._checks_only_object_type.cache_clear()
+
+
+@pytest.mark.covers("DHP-ENV-010", "DHP-ENV-008")
+@pytest.mark.parametrize("created_at, accepted", [
+    ("2016-12-31T23:59:60Z", True),  # a leap second: the reference accepts it
+    ("2016-12-31T15:59:60-08:00", True),  # the same instant with an offset
+    ("2016-12-31T23:58:60Z", False),  # second 60 that is not 23:59:60 UTC
+    ("2017-01-01T00:59:60+01:00", True),  # 23:59:60 UTC across a date change
+])
+def test_leap_seconds_only_at_23_59_60_utc(created_at, accepted):
+    envelope = make_envelope(make_intent("t", {}, {}), created_at=None)
+    envelope["created_at"] = created_at
+    if accepted:
+        check_envelope(envelope)
+    else:
+        with pytest.raises(dhp.InvalidInput) as caught:
+            check_envelope(envelope)
+        assert caught.value.requirement == "DHP-ENV-008"
