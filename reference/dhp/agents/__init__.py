@@ -1,0 +1,1 @@
+"""Agent-facing front ends of DHP: the MCP server (dhp-mcp)."""
