@@ -18,7 +18,6 @@ from .mcp_client import sdk_missing
 from .process import AdapterError
 from .suites import SUITES
 
-
 MCP_TIMEOUT = 60.0
 
 

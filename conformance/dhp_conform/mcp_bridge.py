@@ -57,7 +57,8 @@ class Bridge:
         return {"protocol": "1", "dhp": "1.0",
                 "implementation": {"name": f"MCP server: {self.template[0]}", "language": "mcp",
                                    "version": "binding 1.0"},
-                "classes": ["store", "mcp-server"], "features": FEATURES, "recovery_bound_s": RECOVERY_BOUND_S}
+                "classes": ["store", "mcp-server"], "features": FEATURES,
+                "recovery_bound_s": RECOVERY_BOUND_S}
 
     async def op_init(self, args: dict) -> dict:
         if args.get("clock", "system") != "system":

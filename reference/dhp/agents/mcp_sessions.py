@@ -25,7 +25,6 @@ from dhp.core import operations
 from dhp.core.errors import DHPError
 from dhp.store import liveness as _liveness
 
-
 TAKES = ("claim", "claim_next", "recover")
 
 

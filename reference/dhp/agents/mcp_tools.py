@@ -16,7 +16,7 @@ from functools import cache
 from typing import Any
 
 from dhp import __version__, api
-from dhp.agents.mcp_sessions import TAKES, AgentSession
+from dhp.agents.mcp_sessions import AgentSession
 from dhp.core import operations, schemas
 from dhp.core.errors import DHPError, Internal, InvalidInput
 
