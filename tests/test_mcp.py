@@ -73,9 +73,10 @@ def test_tools_are_listed_with_binding_schemas_and_descriptions(tmp_path):
 
 
 @pytest.mark.covers("DHP-MCP-001", "DHP-MCP-002", "DHP-MCP-005")
-def test_whole_lifecycle_over_stdio(tmp_path):
+@pytest.mark.parametrize("mode", ["legacy", "auto"])  # the handshake era and the 2026 era
+def test_whole_lifecycle_over_stdio(tmp_path, mode):
     async def go():
-        async with Client(server(str(tmp_path)), read_timeout_seconds=TIMEOUT) as c:
+        async with Client(server(str(tmp_path)), mode=mode, read_timeout_seconds=TIMEOUT) as c:
             ok, d = await call(c, "dispatch", dispatch_args(1))
             hid = d["handoff_id"]
             assert ok and d["status"]["state"] == "pending"
