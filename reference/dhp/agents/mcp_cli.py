@@ -19,7 +19,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from dhp.agents import mcp_server
 from dhp.agents.mcp_sessions import AgentSession, SessionTable
 from dhp.core.errors import DHPError
 
@@ -48,6 +47,12 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        import mcp  # noqa: F401 - the SDK is an extra: say so rather than fail on an import
+    except ImportError:
+        print("dhp-mcp: the MCP server needs the official MCP SDK: pip install "
+              "'durable-handoff[mcp]'", file=sys.stderr)
+        return 2
+    try:
         if args.http:
             return serve_http(args)
         return serve_stdio(args.root, args.ttl)
@@ -63,6 +68,8 @@ def serve_stdio(root: str, ttl: float | None) -> int:
     SIGTERM; then its leases become recoverable at once (DHP-MCP-007)."""
     import anyio
     from mcp.server.stdio import stdio_server
+
+    from dhp.agents import mcp_server
 
     session = AgentSession(root, ttl=ttl)
     server = mcp_server.build(lambda ctx, purpose, arguments: (session, _nothing))
@@ -91,6 +98,8 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
 
 def serve_http(args: argparse.Namespace) -> int:
     import uvicorn
+
+    from dhp.agents import mcp_server
 
     host, _, port = args.http.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
