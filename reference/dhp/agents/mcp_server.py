@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+@cache
 def tools() -> list[types.Tool]:
     return [types.Tool(
         name=name, description=mcp_tools.DESCRIPTIONS[name],

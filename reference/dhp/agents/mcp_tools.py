@@ -15,6 +15,8 @@ import tempfile
 from functools import cache
 from typing import Any
 
+from jsonschema import Draft202012Validator
+
 from dhp import __version__, api
 from dhp.agents.mcp_sessions import AgentSession
 from dhp.core import operations, schemas
@@ -158,12 +160,15 @@ def names() -> list[str]:
     return list(DESCRIPTIONS)
 
 
+@cache
+def _arguments_validator(name: str) -> Draft202012Validator:
+    return Draft202012Validator(tool_schema(f"{name}.args"))
+
+
 def check_arguments(name: str, arguments: Any) -> dict:
     """The arguments, or InvalidInput listing every violation of the tool's schema."""
-    from jsonschema import Draft202012Validator
-
-    validator = Draft202012Validator(tool_schema(f"{name}.args"))
-    found = sorted(validator.iter_errors(arguments if arguments is not None else {}),
+    found = sorted(_arguments_validator(name).iter_errors(arguments if arguments is not None
+                                                          else {}),
                    key=lambda e: [str(p) for p in e.absolute_path])
     if found:
         listing = "; ".join(f"{schemas.json_path(e)}: {e.message}" for e in found)
