@@ -12,6 +12,7 @@ import asyncio
 import hmac
 import ipaddress
 import os
+import select
 import signal
 import socket
 import sys
@@ -73,6 +74,10 @@ def serve_stdio(root: str, ttl: float | None) -> int:
 
     session = AgentSession(root, ttl=ttl)
     server = mcp_server.build(lambda ctx, purpose, arguments: (session, _nothing))
+    # The client's end of stdin closing is the session's end: seen by a thread at once,
+    # rather than after the SDK's loop has wound down (DHP-MCP-007).
+    threading.Thread(target=_end_on_hangup, args=(os.dup(0), session), daemon=True,
+                     name="dhp-stdin-watch").start()
 
     async def run() -> None:
         async with stdio_server() as (read, write):
@@ -88,6 +93,20 @@ def serve_stdio(root: str, ttl: float | None) -> int:
 
 def _nothing() -> None:
     pass
+
+
+def _end_on_hangup(fd: int, session: AgentSession) -> None:
+    """End the session when the writer of stdin is gone (a pipe's POLLHUP). Registered with
+    no events, poll wakes only for hangup or error, never for data, which the SDK reads."""
+    poller = select.poll()
+    poller.register(fd, 0)
+    while True:
+        for _, events in poller.poll():
+            if events & select.POLLNVAL:
+                return  # not a pipe we can watch: the end of the SDK's loop ends the session
+            if events & (select.POLLHUP | select.POLLERR):
+                session.end()
+                return
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:

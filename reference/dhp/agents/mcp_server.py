@@ -139,6 +139,7 @@ PROMPTS = [types.Prompt(
 
 def build(locate: Locate) -> Server:
     """The MCP server; `locate(ctx, tool_or_purpose, arguments)` gives the session."""
+    mcp_tools.prepare()
 
     async def in_session(ctx: Any, purpose: str, arguments: Any, fn: Callable, *args: Any):
         session, after = locate(ctx, purpose, arguments)

@@ -165,6 +165,12 @@ def _arguments_validator(name: str) -> Draft202012Validator:
     return Draft202012Validator(tool_schema(f"{name}.args"))
 
 
+def prepare() -> None:
+    """Compile every tool's argument validator now, so no first call pays for it."""
+    for name in DESCRIPTIONS:
+        _arguments_validator(name)
+
+
 def check_arguments(name: str, arguments: Any) -> dict:
     """The arguments, or InvalidInput listing every violation of the tool's schema."""
     found = sorted(_arguments_validator(name).iter_errors(arguments if arguments is not None
