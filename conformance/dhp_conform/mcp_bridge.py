@@ -20,7 +20,6 @@ from typing import Any
 from .mcp_client import Session, ToolReply, command
 
 FEATURES = ["claim_next", "export_log", "liveness"]
-RECOVERY_BOUND_S = 1.0  # the binding's session-end recovery (DHP-MCP-007)
 
 
 class BridgeError(Exception):
@@ -57,8 +56,7 @@ class Bridge:
         return {"protocol": "1", "dhp": "1.0",
                 "implementation": {"name": f"MCP server: {self.template[0]}", "language": "mcp",
                                    "version": "binding 1.0"},
-                "classes": ["store", "mcp-server"], "features": FEATURES,
-                "recovery_bound_s": RECOVERY_BOUND_S}
+                "classes": ["store", "mcp-server"], "features": FEATURES}
 
     async def op_init(self, args: dict) -> dict:
         if args.get("clock", "system") != "system":

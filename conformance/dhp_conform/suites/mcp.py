@@ -21,8 +21,11 @@ from .base import SCHEMA, Check, Ctx
 # forbids (DHP-MCP-006); import, supervisor and clock operations are not tools.
 PROFILE = ["lifecycle:dispatch-identity", "lifecycle:claim-release", "lifecycle:complete-result",
            "lifecycle:cancel", "lifecycle:budget-attempts", "lifecycle:budget-steps-spend",
-           "fencing:killed-owner", "fencing:recovery-time"]
-RECOVERY_BOUND_S = 1.0
+           "fencing:killed-owner"]
+# "At once" (DHP-MCP-007) is judged against a 30 s TTL: recovery within this bound can only
+# come from the session's end. How fast it is (well under a second) is a benchmark figure
+# (bench/mcp_bench.py), reported in the notes, not a pass mark on a loaded machine.
+RECOVERY_BOUND_S = 5.0
 
 
 def _argv(ctx: Ctx, name: str, ttl: float) -> tuple[list[str], Any]:
