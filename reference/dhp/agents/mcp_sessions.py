@@ -62,8 +62,13 @@ class AgentSession:
         return lease_of(ctx)
 
     def holds(self, lease: Any) -> bool:
-        with self._mutex:
-            return isinstance(lease, dict) and _key(lease) in self._leases
+        """Whether `lease` (not yet validated: any JSON) is a token this session holds."""
+        try:
+            key = _key(lease)
+            with self._mutex:
+                return key in self._leases
+        except (KeyError, TypeError):
+            return False
 
     def held(self) -> list[dict]:
         with self._mutex:
