@@ -308,9 +308,13 @@ def session_end(ctx: Ctx) -> None:
                            f"checkpoint {states[0]!r}")
                 ctx.run.harness.notes.append(f"mcp: recover after the owner's session closed: "
                                              f"{took:.3f} s")
-            found = await b.call("claim_next", {"task_kinds": ["conform.mcp"],
-                                                "worker_id": "b"})
-            got = found.content.get("lease") if found.ok else None
+            got, found, asked = None, None, time.monotonic()
+            while not got and time.monotonic() - asked < RECOVERY_BOUND_S:
+                found = await b.call("claim_next", {"task_kinds": ["conform.mcp"],
+                                                    "worker_id": "b"})
+                got = found.content.get("lease") if found.ok else None
+                if not got:
+                    await asyncio.sleep(0.05)
             ctx.record("DHP-MCP-008", bool(got) and got["handoff_id"] == hids[1],
                        "claim_next right after the session ended did not find its other "
                        f"handoff: {found.text[:200]}", warn=True)

@@ -108,15 +108,17 @@ class AgentSession:
             self._leases.clear()
         for ctx in contexts:
             ctx.abandon()
-        if self.store.liveness is not None:
-            self.store.liveness.close()
+        # Orphan first, then drop the lock: whoever sees this owner dead finds all of its
+        # handoffs orphaned already (the session knows it is gone; no probe is needed).
         orphaned = []
         for ctx in contexts:
             try:
-                if operations.simple(self.store, ctx.handoff_id, "orphan"):
+                if operations.simple(self.store, ctx.handoff_id, "orphan", owner_dead=True):
                     orphaned.append(ctx.handoff_id)
             except DHPError:
                 pass  # completed, cancelled or taken over meanwhile: nothing to free
+        if self.store.liveness is not None:
+            self.store.liveness.close()
         self.store.close()
         return orphaned
 
