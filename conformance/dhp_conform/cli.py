@@ -16,9 +16,12 @@ from pathlib import Path
 from . import __version__, report, runner
 from .harness import Harness
 from .manifest import Impl, ManifestError, add_arguments, resolve
+from .mcp_client import sdk_missing
 from .process import AdapterError
 from .progress import Progress
 from .suites import SUITES
+
+MCP_TIMEOUT = 60.0
 
 EPILOG = """examples:
   dhp-conform --impl 'python -m dhp.adapter' --quick
@@ -40,6 +43,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("mode", nargs="?", choices=["run", "smoke"], default="run",
                    help="run (default): the conformance run; smoke: check the wiring only")
     add_arguments(p)
+    p.add_argument("--profile", choices=["adapter", "mcp"], default="adapter",
+                   help="adapter (default): --impl is a conformance adapter; mcp: --impl is an "
+                        "MCP server command with {data} and {ttl} placeholders, e.g. 'dhp-mcp "
+                        "--root {data} --ttl {ttl}', certified through MCP client sessions "
+                        "(needs the mcp SDK; --timeout defaults to 60 then)")
     p.add_argument("--quick", action="store_true", help="fewer processes, rounds and faults")
     p.add_argument("--only", action="append", metavar="PATTERN",
                    help="only requirements matching this glob, e.g. 'DHP-FEN-*' (repeatable)")
@@ -62,8 +70,17 @@ def main(argv: list[str] | None = None) -> int:
     keep = args.history is not None
     workdir = args.history or Path(tempfile.mkdtemp(prefix="dhp-conform-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    timeout = args.timeout
+    if args.profile == "mcp":
+        missing = sdk_missing()
+        if missing:
+            print(f"dhp-conform: {missing}", file=sys.stderr)
+            return 2
+        timeout = max(timeout, MCP_TIMEOUT)  # a server and an SDK client start per agent
+        if args.mode == "smoke":
+            impl = runner.mcp_impl(impl)[0]
     if args.mode == "smoke":
-        code = smoke(impl, workdir, args.timeout)
+        code = smoke(impl, workdir, timeout)
         if code == 0 and not keep:
             shutil.rmtree(workdir, ignore_errors=True)
         elif code:
@@ -74,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     progress.say(f"{impl.describe()}, seed {seed} (repeat with --seed {seed})")
     try:
         outcome = runner.run(impl, workdir, seed=seed, quick=args.quick, only=args.only,
-                             suites=args.suite, timeout=args.timeout, progress=progress.step)
+                             suites=args.suite, timeout=timeout, profile=args.profile,
+                             progress=progress.step)
     finally:
         progress.close()
     print(report.summary(outcome.report, outcome.adapter_errors))
