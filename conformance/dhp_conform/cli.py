@@ -6,12 +6,13 @@ Exit status: 0 conformant, 1 not conformant, 2 adapter or harness error.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-from . import report, runner
+from . import coverage, report, runner
 from .harness import Harness
 from .manifest import Impl, ManifestError, add_arguments, resolve
 from .process import AdapterError
@@ -21,8 +22,10 @@ from .suites import SUITES
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dhp-conform", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("mode", nargs="?", choices=["run", "smoke"], default="run",
-                   help="run (default): the conformance run; smoke: check the wiring only")
+    p.add_argument("mode", nargs="?", choices=["run", "smoke", "coverage"], default="run",
+                   help="run (default): the conformance run; smoke: check the wiring only; "
+                   "coverage: which kit checks judge each requirement, and the gaps (needs no "
+                   "implementation; --report writes it as JSON)")
     add_arguments(p)
     p.add_argument("--quick", action="store_true", help="fewer processes, rounds and faults")
     p.add_argument("--only", action="append", metavar="PATTERN",
@@ -38,6 +41,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.mode == "coverage":
+        rows = coverage.table()
+        print(coverage.render(rows))
+        if args.report:
+            args.report.write_text(json.dumps({"summary": coverage.summary(rows),
+                                               "requirements": rows}, indent=1) + "\n",
+                                   encoding="utf-8")
+        return 0
     try:
         impl = resolve(args.impl, args.manifest)
     except ManifestError as exc:

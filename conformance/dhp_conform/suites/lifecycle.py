@@ -231,6 +231,8 @@ CHECKS = [
     Check("lifecycle", "budget-steps-spend", ["DHP-BUD-002", "DHP-BUD-003"], budget_steps_spend),
     Check("lifecycle", "lease-expiry", ["DHP-LSE-002", "DHP-LSE-003", "DHP-LSE-004"],
           lease_expiry, timing=True),
-    Check("lifecycle", "log-roundtrip", ["DHP-LOG-007", "DHP-CKP-008", "DHP-LOG-008"],
+    Check("lifecycle", "log-roundtrip", ["DHP-LOG-007", "DHP-CKP-008", "DHP-LOG-008",
+                                         "DHP-LOG-001", "DHP-LOG-002", "DHP-LOG-003",
+                                         "DHP-LOG-004", "DHP-ENV-002", "DHP-SEC-001"],
           log_roundtrip, feature="export_log"),
 ]
