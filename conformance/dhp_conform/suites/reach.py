@@ -24,6 +24,7 @@ from typing import Any
 from .. import oracle
 from ..harness import Reply
 from ..model import Handoff, Outcome, status_differences
+from . import reach_io
 from .base import Check, Ctx
 from .decisions import Bench
 
@@ -339,6 +340,7 @@ WALK_REQUIREMENTS = sorted({
 SUPERVISE = ["DHP-SUP-001", "DHP-SUP-002", "DHP-SUP-004", "DHP-SUP-005", "DHP-SUP-006"]
 
 CHECKS = [
+    *reach_io.CHECKS,
     Check("reach", "state-walk", WALK_REQUIREMENTS + SUPERVISE, state_walk,
           feature="manual-clock"),
 ]

@@ -1,0 +1,198 @@
+"""Reach of what crosses hosts: logs imported into a store that already holds the handoff,
+chains with several fences and float states, results arriving after a standby took over, and
+a transport hello that offers several versions. Part of the reach suite."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import oracle, wire
+from .base import Check, CheckAborted, Ctx, take, write
+from .transport import Frames, Peer, _error_code, _exchange, _is_ack, _sealed, _short, _transcript
+
+RESULT_SCHEMA = {"type": "object", "required": ["total"],
+                 "properties": {"total": {"type": "number"}}}
+FLOATS = [{"x": 0.1, "y": -2.5e-7}, {"x": 1234.5678, "y": 1e21}, {"x": 0.3, "y": 5e-324}]
+SPENDS = [0.25, 0.5, 0.125]
+
+
+def _status(ctx: Ctx, proc: Any, hid: str, what: str) -> dict:
+    return ctx.need(proc.call("status", {"handoff_id": hid}), f"status {what}")
+
+
+def _at_least(ctx: Ctx, requirement: str, st: dict, floor: dict, what: str) -> bool:
+    """Every counter of the status at least its floor (fence, attempts, steps, spend)."""
+    low = {k: st.get(k) for k, v in floor.items()
+           if not isinstance(st.get(k), (int, float)) or st.get(k) < v - 1e-9}
+    return ctx.expect(requirement, not low, f"{what}: status has {low}, below the chain's "
+                      f"{ {k: floor[k] for k in low} }")
+
+
+# --- import into a store that already holds the handoff ---------------------------------
+
+def import_over_existing(ctx: Ctx) -> None:
+    src = ctx.scenario("import-source", ttl=30.0).spawn("a")
+    dst = ctx.scenario("import-target", ttl=30.0).spawn("b")
+    args = {"task_kind": "conform.reach-import", "inputs": {"n": ctx.rng.getrandbits(48)},
+            "output_schema": RESULT_SCHEMA, "budget": {}}
+    hid = ctx.need(src.call("dispatch", args), "dispatch")["handoff_id"]
+    fence = ctx.need(take(ctx, src, hid), "claim")["fence"]
+    for state, spend in zip(FLOATS[:2], SPENDS[:2], strict=True):
+        ctx.need(write(src, "checkpoint", hid, fence, state=state, spend=spend), "checkpoint")
+    first = src.scenario.data.parent / f"{src.scenario.name}-1.jsonl"
+    ctx.need(src.call("export_log", {"handoff_id": hid, "path": str(first)}), "export_log")
+    ctx.need(write(src, "release", hid, fence), "release")
+    fence2 = ctx.need(src.call("claim", {"handoff_id": hid, "worker": "a-second"}),
+                      "second claim")["fence"]
+    ctx.need(write(src, "checkpoint", hid, fence2, worker="a-second", state=FLOATS[2],
+                   spend=SPENDS[2]), "checkpoint under the second fence")
+    second = src.scenario.data.parent / f"{src.scenario.name}-2.jsonl"
+    ctx.need(src.call("export_log", {"handoff_id": hid, "path": str(second)}), "export_log")
+
+    ctx.need(dst.call("import_log", {"path": str(first)}), "import of the first log")
+    st = _status(ctx, dst, hid, "after the first import")
+    ctx.expect("DHP-LOG-010", st.get("state") == "orphaned", f"an imported handoff with "
+               f"checkpoints is {st.get('state')}, not orphaned (ready for a standby)")
+    _at_least(ctx, "DHP-LOG-010", st, {"fence": fence, "steps": 2, "spend": 0.75},
+              "after importing a chain written under fence 1")
+    reply = dst.call("import_log", {"path": str(second)})
+    ctx.expect_ok("DHP-LOG-010", reply, "import of a longer log of the same chain into a store "
+                  "that holds its first part")
+    if not reply.ok:
+        return
+    st = _status(ctx, dst, hid, "after the second import")
+    ctx.expect("DHP-CKP-009", (st.get("checkpoints") or {}).get("count") == 3,
+               f"after importing 3 checkpoints the status counts {st.get('checkpoints')}")
+    _at_least(ctx, "DHP-LOG-010", st, {"fence": fence2, "attempts": 2, "steps": 3,
+                                       "spend": sum(SPENDS)},
+              f"after importing a chain whose highest fence is {fence2}")
+    last = ctx.need(dst.call("last_checkpoint", {"handoff_id": hid}), "last_checkpoint")
+    ctx.expect("DHP-CKP-009", last.get("state") == FLOATS[2] and last.get("seq") == 3,
+               f"after import, last_checkpoint is {last}, expected seq 3 with {FLOATS[2]} "
+               "(floats must come back as they went in)")
+    taken = take(ctx, dst, hid)
+    got = taken.data.get("fence") if taken.ok else None
+    ctx.expect("DHP-FEN-001", taken.ok and isinstance(got, int) and got > fence2,
+               f"the standby's claim after import got {got if taken.ok else taken!r}; it must "
+               f"write above the chain's highest fence {fence2}", taken)
+
+
+# --- the transport: several fences, floats, results after a takeover --------------------
+
+def _handoff(ctx: Ctx, tag: str) -> tuple[str, dict]:
+    intent = {"dhp": "1.0", "task_kind": "conform.reach-transport",
+              "inputs": {"tag": tag, "n": ctx.rng.getrandbits(48)},
+              "output_schema": RESULT_SCHEMA, "budget": {}}
+    hid = oracle.handoff_id(intent)
+    return hid, {"dhp": "1.0", "handoff_id": hid, "intent": intent}
+
+
+def _fenced_chain(hid: str) -> list[dict]:
+    """Three records under fences 1, 1, 2, with float states and spends."""
+    out: list[dict] = []
+    for seq, (state, spend, fence) in enumerate(zip(FLOATS, SPENDS, (1, 1, 2), strict=True), 1):
+        out.append(_sealed({"handoff_id": hid, "seq": seq, "fence": fence, "state": state,
+                            "spend": spend, "prev": out[-1]["hash"] if out else hid}))
+    return out
+
+
+def _result(hid: str, prev: str, fence: int, total: float) -> dict:
+    return _sealed({"handoff_id": hid, "fence": fence, "result": {"total": total},
+                    "prev": prev})
+
+
+def ingest_takeover(ctx: Ctx) -> None:
+    peer = Peer(ctx, "reach-ingest")
+    peer.sc.facts["ingested"] = True  # chains that came over the wire, not by requests
+    hid, env = _handoff(ctx, "takeover")
+    chain = _fenced_chain(hid)
+    fr = Frames()
+    frames = [fr.make("envelope", env), *(fr.make("checkpoint", r) for r in chain)]
+    s = peer.open()
+    got = _exchange(s, frames)
+    if len(got) != len(frames) or not all(_is_ack(a, f["id"])
+                                          for a, f in zip(got, frames, strict=True)):
+        raise CheckAborted("a valid envelope and a chain under fences 1, 1, 2 were not all "
+                           "acknowledged", _transcript(frames, got))
+    st = _status(ctx, peer.proc, hid, "after ingest")
+    ctx.expect("DHP-TRN-020", st.get("state") == "orphaned",
+               f"an ingested handoff with checkpoints is {st.get('state')}, not orphaned")
+    _at_least(ctx, "DHP-TRN-020", st, {"fence": 2, "attempts": 2, "steps": 3,
+                                       "spend": sum(SPENDS)},
+              "after ingesting a chain under fences 1, 1, 2")
+    stored = peer.stored(hid)
+    if stored is not None and stored.get("hashes") is not None:
+        ctx.expect("DHP-TRN-015", stored["hashes"] == [r["hash"] for r in chain],
+                   "the peer's exported chain differs from the shipped one (floats must come "
+                   "back as they went in)")
+    standby = f"{peer.proc.worker}-standby"
+    taken = ctx.need(peer.proc.call("recover", {"handoff_id": hid, "worker": standby}),
+                     "recover of the ingested handoff on the peer")
+    ctx.expect("DHP-FEN-001", taken.get("fence") == st.get("fence", 0) + 1 and
+               taken["fence"] > 2, f"the standby's recover got fence {taken.get('fence')} "
+               f"after a chain whose highest fence is 2")
+    ctx.expect("DHP-ADP-010", taken.get("last_checkpoint") == FLOATS[2],
+               f"the standby resumes from {taken.get('last_checkpoint')!r}, not {FLOATS[2]!r}")
+    late = fr.make("result", _result(hid, chain[-1]["hash"], 2, 0.1))
+    got = _exchange(s, [late])
+    ctx.record("DHP-TRN-019", len(got) == 1 and _error_code(got[0]) == "conflict",
+               "a result from the first host after the peer's standby took the handoff (claimed "
+               f"there under a live lease): expected conflict, got {[_short(a) for a in got]}",
+               _transcript([late], got))
+    ctx.need(write(peer.proc, "release", hid, taken["fence"], worker=standby),
+             "release by the standby")
+    stale = fr.make("result", _result(hid, chain[-1]["hash"], 2, 0.1))
+    got = _exchange(s, [stale])
+    ctx.record("DHP-TRN-019", len(got) == 1 and _error_code(got[0]) == "lease_lost",
+               f"a result under fence 2 after the peer granted fence {taken['fence']}: expected "
+               f"lease_lost, got {[_short(a) for a in got]}", _transcript([stale], got))
+    again = ctx.need(peer.proc.call("claim", {"handoff_id": hid, "worker": standby}),
+                     "claim by the standby")
+    ctx.need(write(peer.proc, "complete", hid, again["fence"], worker=standby,
+                   result={"total": 2.5}), "complete by the standby")
+    done = fr.make("result", _result(hid, chain[-1]["hash"], again["fence"], 0.1))
+    got = _exchange(s, [done])
+    # conflict (DHP-TRN-019), or integrity_error as a result other than the stored one
+    # (DHP-TRN-016): both refuse it
+    ctx.record("DHP-TRN-019", len(got) == 1
+               and _error_code(got[0]) in ("conflict", "integrity_error"),
+               "a result from the first host for a handoff completed on the peer: expected "
+               f"conflict or integrity_error, got {[_short(a) for a in got]}",
+               _transcript([done], got))
+    s.conn.close()
+    res = ctx.need(peer.proc.call("result", {"handoff_id": hid}), "result")
+    ctx.expect("DHP-RES-003", res.get("result") == {"total": 2.5},
+               f"the peer's result is {res.get('result')!r}; the standby completed it with "
+               "{'total': 2.5} and later results were refused")
+
+
+def hello_versions(ctx: Ctx) -> None:
+    peer = Peer(ctx, "reach-hello")
+    conn = wire.Conn.open("127.0.0.1", peer.port)
+    hello = wire.hello_frame(versions=["9.9", "1.0", "0.1"])
+    conn.send(hello)
+    ch = conn.frame(5.0)
+    ctx.expect("DHP-TRN-004", isinstance(ch, dict) and ch.get("type") == "challenge"
+               and ch.get("version") == "1.0",
+               f"a hello offering ['9.9', '1.0', '0.1'] must get a challenge naming 1.0, got "
+               f"{_short(ch)}")
+    conn.close()
+    conn = wire.Conn.open("127.0.0.1", peer.port)
+    conn.send(wire.hello_frame(versions=["9.9", "2.0"]))
+    answer = conn.frame(5.0)
+    ctx.expect("DHP-TRN-004", _error_code(answer) == "unsupported_version"
+               and conn.closed_within(5.0),
+               "a hello offering only ['9.9', '2.0'] must be refused with unsupported_version "
+               f"and the connection closed, got {_short(answer)}")
+    conn.close()
+
+
+CHECKS = [
+    Check("reach", "import-over-existing", ["DHP-LOG-010", "DHP-CKP-009", "DHP-FEN-001"],
+          import_over_existing, feature="import_log"),
+    Check("reach", "ingest-takeover", ["DHP-TRN-015", "DHP-TRN-019", "DHP-TRN-020",
+                                       "DHP-FEN-001", "DHP-ADP-010", "DHP-RES-003"],
+          ingest_takeover, feature="transport", cls="transport"),
+    Check("reach", "hello-versions", ["DHP-TRN-004"], hello_versions, feature="transport",
+          cls="transport"),
+]
