@@ -16,7 +16,9 @@ which keeps its leadership between passes like a long-running supervisor does.
 
 The feature transport (DHP-ADP-016..019): `transport_serve` runs a dhp.TransportServer on
 this process's store, `ship` queues a handoff in a dhp.NetShipper (one per destination,
-its buffer under the data folder), `transport_flush` waits for the acknowledgements.
+its buffer under the data folder), `transport_flush` waits for the acknowledgements. The
+feature file-transport (DHP-ADP-021, DHP-ADP-022): `file_ship` writes a handoff's log into
+a shared folder with a dhp.FileShipper, `file_ingest` ingests the folder.
 """
 
 from __future__ import annotations
@@ -34,11 +36,12 @@ from dhp.core.canonical import parse_json
 from dhp.core.errors import Conflict, DHPError, InvalidInput, Unavailable
 from dhp.supervisor import Supervisor
 from dhp.transport import server as net
+from dhp.transport.file import FileShipper, ingest_folder
 from dhp.transport.shipper import NetShipper
 
 PROTOCOL = "1"
 FEATURES = ["claim_next", "export_log", "import_log", "supervise", "liveness", "manual-clock",
-            "transport", "transport-tls"]
+            "transport", "transport-tls", "file-transport"]
 # Kill -9 of an owner to a standby's successful recover: the liveness lock makes it a few
 # milliseconds on one host; the declared bound leaves room for a loaded CI machine.
 RECOVERY_BOUND_S = 1.0
@@ -260,6 +263,21 @@ class Adapter:
         for shipper in shippers:
             shipper.close(timeout=0)
         return {}
+
+    # --- the file transport (feature file-transport) ------------------------------------
+    def cmd_file_ship(self, args: dict) -> dict:
+        """The handoff's log into its file in the shared folder (DHP-ADP-021)."""
+        hid = args["handoff_id"]
+        row = operations.get_row(self.store, hid)
+        with FileShipper(args["folder"]) as shipper:
+            shipper.ship_chain(row["envelope"], api.checkpoints(self.store, hid), row["result"])
+        return {}
+
+    def cmd_file_ingest(self, args: dict) -> dict:
+        """Every handoff file of the shared folder into this store (DHP-ADP-022)."""
+        found = ingest_folder(self.store, args["folder"])
+        return {"files": {name: {"error": r["error"]} if "error" in r
+                          else {"handoff_id": r["handoff_id"]} for name, r in found.items()}}
 
     # --- the loop --------------------------------------------------------------------------
     def handle(self, line: str) -> dict:

@@ -187,12 +187,107 @@ def hello_versions(ctx: Ctx) -> None:
     conn.close()
 
 
+# --- the file transport -----------------------------------------------------------------
+
+def _read_log(ctx: Ctx, path, what: str) -> dict | None:
+    """The file, checked by the kit's own log oracle; None (recorded) when it is not valid."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        return dict(oracle.check_log(text), lines=text.count("\n"), text=text)
+    except OSError as exc:
+        ctx.record("DHP-TRN-026", False, f"{what}: cannot read {path.name}: {exc}")
+    except oracle.LogProblem as exc:
+        ctx.record("DHP-TRN-027", False, f"{what}: {path.name} is not a valid log: {exc}")
+        ctx.record(exc.requirement, False, f"{what}: {path.name}: {exc}")
+    return None
+
+
+def file_transport(ctx: Ctx) -> None:
+    sc = ctx.scenario("file-ship", ttl=30.0)
+    a = sc.spawn("a")
+    folder = sc.data.parent / f"{sc.name}-shared"
+    folder.mkdir(parents=True, exist_ok=True)
+    args = {"task_kind": "conform.reach-file", "inputs": {"n": ctx.rng.getrandbits(48)},
+            "output_schema": RESULT_SCHEMA, "budget": {}}
+    hid = ctx.need(a.call("dispatch", args), "dispatch")["handoff_id"]
+    fence = ctx.need(take(ctx, a, hid), "claim")["fence"]
+    for state, spend in zip(FLOATS[:2], SPENDS[:2], strict=True):
+        ctx.need(write(a, "checkpoint", hid, fence, state=state, spend=spend), "checkpoint")
+    ship = {"handoff_id": hid, "folder": str(folder)}
+    ctx.need(a.call("file_ship", ship), "file_ship")
+    path = folder / f"{hid.split(':', 1)[1]}.dhp.jsonl"
+    names = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+    ctx.expect("DHP-TRN-026", names == [path.name], f"after file_ship the shared folder holds "
+               f"{names}; expected the one file {path.name}")
+    log = _read_log(ctx, path, "after the first file_ship")
+    if log is None:
+        return
+    ctx.expect("DHP-ADP-021", [r["state"] for r in log["checkpoints"]] == FLOATS[:2],
+               f"the file holds the states {[r['state'] for r in log['checkpoints']]}, not the "
+               f"two checkpointed ones {FLOATS[:2]} (floats must come back as they went in)")
+
+    with path.open("ab") as f:  # a writer that died in the middle of a line
+        f.write(b'{"type": "checkpoint", "record": {"handoff_id": "sha2')
+    ctx.need(write(a, "checkpoint", hid, fence, state=FLOATS[2], spend=SPENDS[2]), "checkpoint")
+    ctx.need(write(a, "complete", hid, fence, result={"total": 0.1}), "complete")
+    ctx.need(a.call("file_ship", ship), "file_ship after a torn line")
+    log = _read_log(ctx, path, "after a torn line and a second file_ship")
+    if log is None:
+        return
+    ctx.expect("DHP-TRN-027", log["lines"] == 5 and [r["state"] for r in log["checkpoints"]]
+               == FLOATS and (log["result"] or {}).get("result") == {"total": 0.1},
+               f"after the torn line was cut and the whole chain shipped again the file has "
+               f"{log['lines']} lines (expected the header, 3 checkpoints and the result, each "
+               "once)")
+
+    b = ctx.scenario("file-other", ttl=30.0).spawn("b")  # the same handoff, another chain
+    ctx.need(b.call("dispatch", args), "dispatch on the second host")
+    other = ctx.need(take(ctx, b, hid), "claim on the second host")["fence"]
+    ctx.need(write(b, "checkpoint", hid, other, state={"other": True}), "checkpoint")
+    refused = b.call("file_ship", ship)
+    ctx.expect_code("DHP-TRN-027", refused, "integrity_error",
+                    "file_ship of a different record at a seq the file holds")
+    ctx.expect("DHP-TRN-027", path.read_text(encoding="utf-8") == log["text"],
+               "a refused file_ship changed the file")
+
+    c = ctx.scenario("file-ingest", ttl=30.0).spawn("c")
+    got = ctx.need(c.call("file_ingest", {"folder": str(folder)}), "file_ingest")
+    files = got.get("files") if isinstance(got, dict) else None
+    ctx.expect("DHP-ADP-022", isinstance(files, dict)
+               and (files.get(path.name) or {}).get("handoff_id") == hid,
+               f"file_ingest must name {path.name} with the handoff id {hid}, got {got!r}")
+    st = _status(ctx, c, hid, "after file_ingest")
+    ctx.expect("DHP-TRN-029", st.get("state") == "completed",
+               f"after ingesting a file with a result the handoff is {st.get('state')}")
+    res = ctx.need(c.call("result", {"handoff_id": hid}), "result after file_ingest")
+    ctx.expect("DHP-TRN-029", res.get("result") == {"total": 0.1},
+               f"the ingested result is {res.get('result')!r}, not {{'total': 0.1}}")
+
+    bad = sc.data.parent / f"{sc.name}-tampered"
+    bad.mkdir(parents=True, exist_ok=True)
+    lines = log["text"].splitlines(keepends=True)
+    changed = lines[2].replace("1234.5678", "1234.5679")
+    (bad / path.name).write_text("".join(lines[:2] + [changed] + lines[3:4]), encoding="utf-8")
+    d = ctx.scenario("file-ingest-bad", ttl=30.0).spawn("d")
+    got = ctx.need(d.call("file_ingest", {"folder": str(bad)}), "file_ingest of a tampered file")
+    entry = ((got or {}).get("files") or {}).get(path.name) or {}
+    ctx.expect("DHP-TRN-029", (entry.get("error") or {}).get("code") == "integrity_error",
+               f"a file whose second checkpoint was changed must be refused with "
+               f"integrity_error, got {entry!r}")
+    gone = d.call("status", {"handoff_id": hid})
+    ctx.expect_code("DHP-TRN-029", gone, "not_found",
+                    "status after a refused file (nothing of it may be stored)")
+
+
 CHECKS = [
     Check("reach", "import-over-existing", ["DHP-LOG-010", "DHP-CKP-009", "DHP-FEN-001"],
           import_over_existing, feature="import_log"),
     Check("reach", "ingest-takeover", ["DHP-TRN-015", "DHP-TRN-019", "DHP-TRN-020",
                                        "DHP-FEN-001", "DHP-ADP-010", "DHP-RES-003"],
           ingest_takeover, feature="transport", cls="transport"),
+    Check("reach", "file-transport", ["DHP-ADP-021", "DHP-ADP-022", "DHP-TRN-026",
+                                      "DHP-TRN-027", "DHP-TRN-029"], file_transport,
+          feature="file-transport", cls="transport"),
     Check("reach", "hello-versions", ["DHP-TRN-004"], hello_versions, feature="transport",
           cls="transport"),
 ]
