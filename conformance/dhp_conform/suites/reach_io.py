@@ -230,7 +230,11 @@ def file_transport(ctx: Ctx) -> None:
         f.write(b'{"type": "checkpoint", "record": {"handoff_id": "sha2')
     ctx.need(write(a, "checkpoint", hid, fence, state=FLOATS[2], spend=SPENDS[2]), "checkpoint")
     ctx.need(write(a, "complete", hid, fence, result={"total": 0.1}), "complete")
-    ctx.need(a.call("file_ship", ship), "file_ship after a torn line")
+    again = a.call("file_ship", ship)
+    if not ctx.expect_ok("DHP-TRN-027", again, "file_ship of the whole chain again, after a "
+                         "writer left a torn line (the torn line must be cut, the records "
+                         "already in the file skipped)"):
+        return
     log = _read_log(ctx, path, "after a torn line and a second file_ship")
     if log is None:
         return
