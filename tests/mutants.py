@@ -133,6 +133,28 @@ MUTANTS: list[dict] = [
      "old": "_continue(stored, hid, parsed).add(record)",
      "new": "_continue(stored, hid, parsed).add(dict(record, hash=chain.record_hash(record)))",
      "suite": "transport", "expected_requirement": "DHP-TRN-015"},
+    # --- reach: states, instants and paths the easy scenarios never get to (issue 9) -------
+    {"name": "requeue-keeps-steps", "file": "core/machine.py",
+     "old": "attempts=0, steps=0, spend=0,", "new": "attempts=0, spend=0,",
+     "suite": "reach", "expected_requirement": "DHP-BUD-002"},
+    {"name": "wall-clock-spent-at-its-cap", "file": "core/machine.py",
+     "old": "now - started > cap", "new": "now - started >= cap",
+     "suite": "reach", "expected_requirement": "DHP-BUD-004"},
+    {"name": "supervisor-orphans-exhausted-without-parking", "file": "core/machine.py",
+     "old": "if state in TAKEABLE and cap is not None", "new": "if False and cap is not None",
+     "suite": "reach", "expected_requirement": "DHP-SUP-006"},
+    {"name": "claim-next-skips-expired-claims", "file": "core/operations.py",
+     "old": "or [r for r in tx.select(task_kinds=kinds, expired_before=now, limit=1)])",
+     "new": ")", "suite": "reach", "expected_requirement": "DHP-STM-007"},
+    {"name": "import-keeps-a-lower-fence", "file": "core/operations.py",
+     "old": 'fence=max([record["fence"], *fences]),', "new": 'fence=record["fence"],',
+     "suite": "reach", "expected_requirement": "DHP-LOG-010"},
+    {"name": "status-lease-rounded", "file": "core/operations.py",
+     "old": "round(expires - now, 6)", "new": "round(expires - now, 1)",
+     "suite": "reach", "expected_requirement": "DHP-LSE-004"},
+    {"name": "file-shipper-keeps-a-torn-line", "file": "transport/file.py",
+     "old": "            os.ftruncate(fd, tail.size + end)\n", "new": "",
+     "suite": "reach", "expected_requirement": "DHP-TRN-027"},
 ]
 
 

@@ -145,8 +145,9 @@ class Handoff:
         self.first_claim, self.dlq_reason = None, None
         return Outcome(None, "DHP-BUD-007")
 
-    def supervise(self, now: float, owner_dead: bool = False) -> Outcome:
-        """One leading pass (spec/supervisor.md, "One pass") as far as this handoff goes."""
+    def supervise(self, now: float) -> Outcome:
+        """One leading pass (spec/supervisor.md, "One pass") as far as this handoff goes, its
+        owner alive (the walk runs in one living process)."""
         eff = self.effective(now)
         if eff in ("claimed", "released", "orphaned") and self._wall_clock_out(now):
             self._park("max_wall_clock_s", "DHP-SUP-005")
@@ -154,10 +155,9 @@ class Handoff:
         if self.state != "claimed":
             return Outcome(None, "DHP-SUP-007")
         stalled = self.progress_timeout is not None and now - self.progress > self.progress_timeout
-        if self.live(now) and not owner_dead and not stalled:
+        if self.live(now) and not stalled:
             return Outcome(None, "DHP-SUP-002")
-        requirement = "DHP-SUP-001" if not self.live(now) else \
-            "DHP-SUP-003" if owner_dead else "DHP-SUP-004"
+        requirement = "DHP-SUP-004" if self.live(now) else "DHP-SUP-001"
         self.state, self.owner, self.expires = "orphaned", None, None
         cap = self.budget.get("max_attempts")
         if cap is not None and self.attempts >= cap:

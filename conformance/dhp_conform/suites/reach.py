@@ -84,6 +84,7 @@ STARTS = [
     Start("stalled", {}, ((0, "dispatch", None), (0, "claim", OWNER), (1, "checkpoint", OWNER)),
           (6, 6.5), progress_timeout=5),
 ]
+QUICK = ("pending", "claimed", "requeued", "last-attempt", "capped-released")
 PROBES = ("claim", "recover", "claim_next", "heartbeat", "checkpoint", "checkpoint-intruder",
           "checkpoint-overspend", "complete", "complete-invalid", "release", "cancel", "requeue",
           "supervise")
@@ -273,7 +274,8 @@ class Walk:
             field = next(iter(wrong))
             rejected = out.code is not None and out.code != "budget_exceeded" \
                 and field != "lease_expires_in"  # that one moves with time alone
-            requirement = ("DHP-FEN-004" if after.op in ("heartbeat", "checkpoint", "complete",
+            requirement = out.requirement if after.op == "supervise" else \
+                ("DHP-FEN-004" if after.op in ("heartbeat", "checkpoint", "complete",
                                                "release") else "DHP-STM-003") if rejected \
                 else "DHP-FEN-001" if field == "fence" and after.op in ("claim", "recover",
                                                                         "claim_next") \
@@ -297,7 +299,7 @@ class Walk:
 def state_walk(ctx: Ctx) -> None:
     bench = Bench(ctx, "state-walk", ttl=TTL)
     walk = Walk(ctx, bench)
-    starts = STARTS[:3] + STARTS[7:8] if ctx.quick else STARTS
+    starts = [s for s in STARTS if s.name in QUICK] if ctx.quick else STARTS
     probes = [p for p in PROBES if FEATURE.get(p, p) in ctx.features or p not in FEATURE]
     found: list[tuple[str, Differs]] = []
     for start in starts:
@@ -337,7 +339,8 @@ WALK_REQUIREMENTS = sorted({
     "DHP-ADP-010", "DHP-ID-001"})
 
 # Judged by the supervise probe when the implementation claims the feature supervise.
-SUPERVISE = ["DHP-SUP-001", "DHP-SUP-002", "DHP-SUP-004", "DHP-SUP-005", "DHP-SUP-006"]
+SUPERVISE = ["DHP-SUP-001", "DHP-SUP-002", "DHP-SUP-004", "DHP-SUP-005", "DHP-SUP-006",
+             "DHP-SUP-007"]
 
 CHECKS = [
     *reach_io.CHECKS,

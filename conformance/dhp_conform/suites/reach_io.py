@@ -72,7 +72,7 @@ def import_over_existing(ctx: Ctx) -> None:
                "(floats must come back as they went in)")
     taken = take(ctx, dst, hid)
     got = taken.data.get("fence") if taken.ok else None
-    ctx.expect("DHP-FEN-001", taken.ok and isinstance(got, int) and got > fence2,
+    ctx.expect("DHP-LOG-010", taken.ok and isinstance(got, int) and got > fence2,
                f"the standby's claim after import got {got if taken.ok else taken!r}; it must "
                f"write above the chain's highest fence {fence2}", taken)
 
@@ -128,7 +128,7 @@ def ingest_takeover(ctx: Ctx) -> None:
     standby = f"{peer.proc.worker}-standby"
     taken = ctx.need(peer.proc.call("recover", {"handoff_id": hid, "worker": standby}),
                      "recover of the ingested handoff on the peer")
-    ctx.expect("DHP-FEN-001", taken.get("fence") == st.get("fence", 0) + 1 and
+    ctx.expect("DHP-TRN-020", taken.get("fence") == st.get("fence", 0) + 1 and
                taken["fence"] > 2, f"the standby's recover got fence {taken.get('fence')} "
                f"after a chain whose highest fence is 2")
     ctx.expect("DHP-ADP-010", taken.get("last_checkpoint") == FLOATS[2],
@@ -284,10 +284,10 @@ def file_transport(ctx: Ctx) -> None:
 
 
 CHECKS = [
-    Check("reach", "import-over-existing", ["DHP-LOG-010", "DHP-CKP-009", "DHP-FEN-001"],
+    Check("reach", "import-over-existing", ["DHP-LOG-010", "DHP-CKP-009"],
           import_over_existing, feature="import_log"),
     Check("reach", "ingest-takeover", ["DHP-TRN-015", "DHP-TRN-019", "DHP-TRN-020",
-                                       "DHP-FEN-001", "DHP-ADP-010", "DHP-RES-003"],
+                                       "DHP-ADP-010", "DHP-RES-003"],
           ingest_takeover, feature="transport", cls="transport"),
     Check("reach", "file-transport", ["DHP-ADP-021", "DHP-ADP-022", "DHP-TRN-026",
                                       "DHP-TRN-027", "DHP-TRN-029"], file_transport,
