@@ -7,11 +7,13 @@
 `cosmic-ray init` enumerates every mutant of the modules below (its operators: comparison,
 boolean, number, arithmetic, break/continue, exception and decorator mutations ...) over a
 private copy of reference/dhp. Each sampled mutant is applied with cosmic-ray's own
-`mutate_and_test` to that copy, and tested twice: by the kit alone (`dhp-conform --quick`,
+`mutate_and_test` to that copy (OUT/work, not kept in git), and tested twice: by the kit alone (`dhp-conform --quick`,
 limited to the suites that exercise the module, against `python -m dhp.adapter` importing the
 copy) and by the pytest files that test the module. A mutant is killed when the command fails
-or times out. Results go to OUT/results.jsonl (a rerun goes on where it stopped: finished
-mutants are not run again) and the summary, one line of JSON, to OUT/summary.json.
+or times out; for the kit that includes a SHOULD-level finding (`--strict`: the kit reported
+the deviation). `--recheck` runs the kit again on the kit's survivors (after a check was
+added). Results go to OUT/results.jsonl (a rerun goes on where it stopped: finished mutants
+are not run again) and the summary, one line of JSON, to OUT/summary.json.
 Survivors are triaged by hand in OUT/triage.json: {"job_id": "equivalent: why"} or
 {"job_id": "missing check: which"}; equivalent ones leave the denominator.
 """
@@ -40,7 +42,8 @@ STORE = ("adapter vectors lifecycle fencing reach",
 CHAIN = ("adapter vectors lifecycle reach",
          "tests/test_chain.py tests/test_identity.py tests/test_envelope.py tests/test_log.py "
          "tests/test_api.py")
-TRANSPORT = ("transport", "tests/test_net.py tests/test_transport_file.py tests/test_ship_to.py")
+TRANSPORT = ("transport reach",
+             "tests/test_net.py tests/test_transport_file.py tests/test_ship_to.py")
 MODULES = {
     "core/machine.py": STORE,
     "core/operations.py": STORE,
@@ -59,13 +62,13 @@ KIT_TIMEOUT, TEST_TIMEOUT = 600, 900
 
 def init(out: Path) -> Path:
     """The cosmic-ray session over a pristine copy of reference/dhp (OUT/base)."""
-    session = out / "session.sqlite"
+    session = out / "work" / "session.sqlite"
     if session.exists():
         return session
-    base = out / "base"
+    base = out / "work" / "base"
     shutil.copytree(ROOT / "reference" / "dhp", base / "dhp")
     paths = [str(base / "dhp" / m) for m in MODULES]
-    config = out / "cosmic-ray.toml"
+    config = out / "work" / "cosmic-ray.toml"
     config.write_text("[cosmic-ray]\n"
                       f"module-path = {json.dumps(paths)}\n"
                       f"timeout = {KIT_TIMEOUT}\n"
@@ -119,30 +122,48 @@ def sample(all_mutants: list[dict], n: int | None, seed: int) -> list[dict]:
     return random.Random(seed).sample(all_mutants, n)
 
 
-def run_one(mutant: dict, out: Path, seed: int) -> dict:
+def run_one(mutant: dict, out: Path, seed: int, tests: bool = True) -> dict:
     """Apply one mutant to a private copy and run the kit and the tests against it."""
     from cosmic_ray.mutating import mutate_and_test
     from cosmic_ray.work_item import MutationSpec
     work = Path(tempfile.mkdtemp(prefix="dhp-mut-"))
     try:
-        shutil.copytree(out / "base" / "dhp", work / "dhp")
+        shutil.copytree(out / "work" / "base" / "dhp", work / "dhp")
         path = work / "dhp" / mutant["module"]
         spec = MutationSpec(module_path=path, operator_name=mutant["operator"],
                             occurrence=mutant["occurrence"], start_pos=(mutant["line"], 0),
                             end_pos=(mutant["line"], 1))
-        suites, tests = MODULES[mutant["module"]]
+        suites, files = MODULES[mutant["module"]]
         env = f"env PYTHONPATH={work}"  # both commands, and the adapters, import the copy
-        kit = (f"{env} {PY} -m dhp_conform --impl '{PY} -m dhp.adapter' --quick "
+        kit = (f"{env} {PY} -m dhp_conform --impl '{PY} -m dhp.adapter' --quick --strict "
                f"--seed {seed} " + " ".join(f"--suite {s}" for s in suites.split())
                + f" --history {work}/run")
-        files = " ".join(str(ROOT / t) for t in tests.split())
-        pytest = f"{env} {PY} -m pytest -x -q -p no:cacheprovider --rootdir {ROOT} {files}"
+        paths = " ".join(str(ROOT / t) for t in files.split())
+        pytest = f"{env} {PY} -m pytest -x -q -p no:cacheprovider --rootdir {ROOT} {paths}"
         by_kit = mutate_and_test([spec], kit, KIT_TIMEOUT)
-        by_tests = mutate_and_test([spec], pytest, TEST_TIMEOUT)
-        return dict(mutant, diff=by_kit.diff or by_tests.diff, kit=_outcome(by_kit),
-                    tests=_outcome(by_tests), kit_output=_tail(by_kit.output))
+        result = dict(mutant, diff=by_kit.diff, kit=_outcome(by_kit),
+                      kit_output=_tail(by_kit.output))
+        if tests:
+            result["tests"] = _outcome(mutate_and_test([spec], pytest, TEST_TIMEOUT))
+        return result
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def recheck(out: Path, seed: int, jobs: int) -> None:
+    path = out / "results.jsonl"
+    results = [json.loads(x) for x in path.read_text().splitlines() if x]
+    todo = [r for r in results if r["kit"] == "survived"]
+    with ThreadPoolExecutor(jobs) as pool:
+        again = dict(zip([r["job_id"] for r in todo],
+                         pool.map(lambda r: run_one(r, out, seed, tests=False), todo),
+                         strict=True))
+    for r in results:
+        if r["job_id"] in again:
+            r.update(kit=again[r["job_id"]]["kit"], kit_output=again[r["job_id"]]["kit_output"])
+            print(f"{r['module']}:{r['line']} {r['operator']}: kit {r['kit']}",
+                  file=sys.stderr, flush=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in results), encoding="utf-8")
 
 
 def _outcome(result) -> str:
@@ -200,13 +221,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--only", help="only mutants of this module (e.g. core/machine.py)")
     p.add_argument("--report", action="store_true", help="print the summary only")
+    p.add_argument("--recheck", action="store_true",
+                   help="run the kit again on every mutant it let survive")
     args = p.parse_args(argv)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    if not args.report:
+    if args.recheck:
+        recheck(out, args.seed, args.jobs)
+    elif not args.report:
         session = init(out)
         found = [m for m in mutants(session) if args.only in (None, m["module"])]
-        every = [m for m in found if not in_annotation(m, out / "base")]
+        every = [m for m in found if not in_annotation(m, out / "work" / "base")]
         chosen = sample(every, None if args.all else args.sample, args.seed)
         census = {"mutants": len(found), "in_annotations": len(found) - len(every)}
         (out / "census.json").write_text(json.dumps(census) + "\n", encoding="utf-8")

@@ -32,6 +32,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="only requirements matching this glob, e.g. 'DHP-FEN-*' (repeatable)")
     p.add_argument("--suite", action="append", choices=sorted(SUITES),
                    help="only this suite (repeatable)")
+    p.add_argument("--strict", action="store_true",
+                   help="a SHOULD-level finding (WARN) fails the run too (exit status 1)")
     p.add_argument("--report", type=Path, help="write the JSON report here")
     p.add_argument("--junit", type=Path, help="write JUnit XML here")
     p.add_argument("--history", type=Path,
@@ -66,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
         report.write_json(outcome.report, args.report)
     if args.junit:
         report.write_junit(outcome.report, args.junit)
+    if args.strict and not outcome.exit_code \
+            and any(r["status"] == "WARN" for r in outcome.report["results"]):
+        print("--strict: a SHOULD-level requirement is not met (WARN)")
+        outcome.exit_code = 1
     if outcome.exit_code:
         print(f"not conformant or not judged: rerun with --seed {outcome.report['seed']}; "
               f"history and process logs kept in {workdir}")
