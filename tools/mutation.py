@@ -6,14 +6,16 @@
 
 `cosmic-ray init` enumerates every mutant of the modules below (its operators: comparison,
 boolean, number, arithmetic, break/continue, exception and decorator mutations ...) over a
-private copy of reference/dhp. Each sampled mutant is applied with cosmic-ray's own
-`mutate_and_test` to that copy (OUT/work, not kept in git), and tested twice: by the kit alone (`dhp-conform --quick`,
-limited to the suites that exercise the module, against `python -m dhp.adapter` importing the
-copy) and by the pytest files that test the module. A mutant is killed when the command fails
-or times out; for the kit that includes a SHOULD-level finding (`--strict`: the kit reported
-the deviation). `--recheck` runs the kit again on the kit's survivors (after a check was
-added). Results go to OUT/results.jsonl (a rerun goes on where it stopped: finished mutants
-are not run again) and the summary, one line of JSON, to OUT/summary.json.
+private copy of reference/dhp (OUT/work, not kept in git). Each sampled mutant is applied with
+cosmic-ray's own `mutate_and_test` to a copy of that, and tested twice: by the kit alone
+(`dhp-conform --quick`, limited to the suites that exercise the module, against
+`python -m dhp.adapter` importing the copy) and by the pytest files that test the module. A
+mutant is killed when the command fails or times out; for the kit that includes a SHOULD-level
+finding (`--strict`: the kit reported the deviation). `--recheck` runs the kit again on the
+kit's survivors (after a check was added). Results go to OUT/results.jsonl (a rerun goes on
+where it stopped: finished mutants are not run again) and the summary, one line of JSON, to
+OUT/summary.json. Mutants inside type annotations are counted and left out (every module has
+`from __future__ import annotations`, so they are equivalent).
 Survivors are triaged by hand in OUT/triage.json: {"job_id": "equivalent: why"} or
 {"job_id": "missing check: which"}; equivalent ones leave the denominator.
 """
