@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -45,6 +46,7 @@ FEATURES = ["claim_next", "export_log", "import_log", "supervise", "liveness", "
 # Kill -9 of an owner to a standby's successful recover: the liveness lock makes it a few
 # milliseconds on one host; the declared bound leaves room for a loaded CI machine.
 RECOVERY_BOUND_S = 1.0
+LEADING_ID = re.compile(r'\s*\{\s*"id"\s*:\s*([0-9]+)\s*[,}]')
 
 
 class ManualClock:
@@ -284,6 +286,11 @@ class Adapter:
         try:
             request = json.loads(line)
             rid, op, args = request["id"], request["op"], request.get("args") or {}
+        except RecursionError:  # nested too deeply to parse (DHP-SEC-002): answer its id
+            head = LEADING_ID.match(line)
+            error = InvalidInput("the request is nested too deeply to parse",
+                                 requirement="DHP-SEC-002")
+            return {"id": int(head[1]) if head else 0, "ok": False, "error": error.to_dict()}
         except (ValueError, KeyError, TypeError) as exc:
             error = InvalidInput(f"not a request line ({exc}): {line[:200]!r}",
                                  requirement="DHP-ADP-001")

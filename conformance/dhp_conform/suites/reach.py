@@ -336,11 +336,11 @@ WALK_REQUIREMENTS = sorted({
     "DHP-FEN-002", "DHP-FEN-003", "DHP-FEN-004", "DHP-FEN-006", "DHP-LSE-002", "DHP-LSE-003",
     "DHP-LSE-004", "DHP-BUD-001", "DHP-BUD-002", "DHP-BUD-003", "DHP-BUD-004", "DHP-BUD-006",
     "DHP-BUD-007", "DHP-RES-001", "DHP-RES-002", "DHP-RES-004", "DHP-CKP-009", "DHP-ADP-007",
-    "DHP-ADP-010", "DHP-ID-001"})
+    "DHP-ADP-010", "DHP-ID-001", "DHP-LSE-001"})
 
 # Judged by the supervise probe when the implementation claims the feature supervise.
 SUPERVISE = ["DHP-SUP-001", "DHP-SUP-002", "DHP-SUP-004", "DHP-SUP-005", "DHP-SUP-006",
-             "DHP-SUP-007"]
+             "DHP-SUP-007", "DHP-LSE-007"]
 
 CHECKS = [
     *reach_io.CHECKS,

@@ -4,11 +4,23 @@ a transport hello that offers several versions. Part of the reach suite."""
 
 from __future__ import annotations
 
+import socket
+import time
 from typing import Any
 
 from .. import oracle, wire
 from .base import Check, CheckAborted, Ctx, take, write
-from .transport import Frames, Peer, _error_code, _exchange, _is_ack, _sealed, _short, _transcript
+from .transport import (
+    MAX_FRAME,
+    Frames,
+    Peer,
+    _error_code,
+    _exchange,
+    _is_ack,
+    _sealed,
+    _short,
+    _transcript,
+)
 
 RESULT_SCHEMA = {"type": "object", "required": ["total"],
                  "properties": {"total": {"type": "number"}}}
@@ -168,6 +180,8 @@ def ingest_takeover(ctx: Ctx) -> None:
 
 def hello_versions(ctx: Ctx) -> None:
     peer = Peer(ctx, "reach-hello")
+    ctx.expect("DHP-ADP-020", peer.max_frame == MAX_FRAME, f"transport_serve asked for "
+               f"max_frame {MAX_FRAME}; the server announces {peer.max_frame}")
     conn = wire.Conn.open("127.0.0.1", peer.port)
     hello = wire.hello_frame(versions=["9.9", "1.0", "0.1"])
     conn.send(hello)
@@ -216,9 +230,11 @@ def file_transport(ctx: Ctx) -> None:
     ship = {"handoff_id": hid, "folder": str(folder)}
     ctx.need(a.call("file_ship", ship), "file_ship")
     path = folder / f"{hid.split(':', 1)[1]}.dhp.jsonl"
-    names = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
-    ctx.expect("DHP-TRN-026", names == [path.name], f"after file_ship the shared folder holds "
-               f"{names}; expected the one file {path.name}")
+    names = sorted(p.name for p in folder.iterdir())
+    ctx.expect("DHP-TRN-026", path.name in names, f"after file_ship the shared folder holds "
+               f"{names}; expected the file {path.name}")
+    ctx.expect("DHP-TRN-028", names == [path.name], f"after file_ship the shared folder holds "
+               f"{names}: a file written in place of the atomic header was left behind")
     log = _read_log(ctx, path, "after the first file_ship")
     if log is None:
         return
@@ -283,6 +299,75 @@ def file_transport(ctx: Ctx) -> None:
                     "status after a refused file (nothing of it may be stored)")
 
 
+# --- inputs nobody sends ------------------------------------------------------------------
+
+def remote_ref(ctx: Ctx) -> None:
+    """An output schema whose $ref points at a server the kit listens on: the store must not
+    fetch it, whatever it answers (DHP-SEC-003)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    try:
+        p = ctx.scenario("remote-ref", ttl=30.0).spawn("p1")
+        schema = {"type": "object", "properties": {"x": {"$ref":
+                  f"http://127.0.0.1:{port}/schema.json"}}}
+        args = {"task_kind": "conform.reach-ref", "inputs": {}, "output_schema": schema,
+                "budget": {}}
+        reply = p.call("dispatch", args)
+        if reply.ok:
+            hid = reply.data["handoff_id"]
+            taken = take(ctx, p, hid)
+            if taken.ok:
+                write(p, "complete", hid, taken.data["fence"], result={"x": 1})
+        try:
+            conn, _ = listener.accept()
+            conn.close()
+            fetched = True
+        except (TimeoutError, OSError):
+            fetched = False
+        ctx.expect("DHP-SEC-003", not fetched, "dispatching and completing a handoff whose "
+                   f"output schema has $ref http://127.0.0.1:{port}/schema.json made the store "
+                   "connect to that address", reply)
+    finally:
+        listener.close()
+
+
+def deep_nesting(ctx: Ctx) -> None:
+    """JSON nested 100000 deep: refused with invalid_input, and the adapter stays up."""
+    p = ctx.scenario("deep-nesting", ttl=30.0).spawn("p1")
+    depth = 100_000
+    raw = ('{"task_kind": "conform.reach-deep", "output_schema": {}, "inputs": {"a": '
+           + "[" * depth + "]" * depth + "}}")
+    reply = p.call("dispatch", {"raw": "deep"}, raw_args=raw)
+    ctx.expect_code("DHP-SEC-002", reply, "invalid_input",
+                    f"dispatch whose inputs are nested {depth} arrays deep")
+    ctx.expect_ok("DHP-SEC-002", p.call("dlq", {}), "the next request after the deep one")
+
+
+def ship_unreachable(ctx: Ctx) -> None:
+    """`ship` towards a port nobody listens on answers at once, from the local buffer."""
+    sc = ctx.scenario("ship-unreachable", ttl=30.0)
+    p = sc.spawn("p1")
+    hid = ctx.need(p.call("dispatch", {"task_kind": "conform.reach-ship", "inputs": {},
+                                        "output_schema": {}, "budget": {}}), "dispatch")
+    hid = hid["handoff_id"]
+    fence = ctx.need(take(ctx, p, hid), "claim")["fence"]
+    ctx.need(write(p, "checkpoint", hid, fence, state=FLOATS[0]), "checkpoint")
+    probe = socket.create_server(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()  # now nobody listens there
+    started = time.monotonic()
+    reply = p.call("ship", {"handoff_id": hid, "host": "127.0.0.1", "port": port,
+                            "secret": "k" * 32})
+    took = time.monotonic() - started
+    ctx.expect("DHP-TRN-023", reply.ok and took < 5.0, f"ship towards a port nobody listens "
+               f"on answered {reply!r} after {took:.2f} s; it must answer ok from the local "
+               "buffer without waiting for the network", reply)
+    ctx.expect_ok("DHP-TRN-023", write(p, "checkpoint", hid, fence, state=FLOATS[1]),
+                  "a checkpoint while the peer is unreachable")
+    p.call("transport_stop", {})
+
+
 CHECKS = [
     Check("reach", "import-over-existing", ["DHP-LOG-010", "DHP-CKP-009"],
           import_over_existing, feature="import_log"),
@@ -290,8 +375,13 @@ CHECKS = [
                                        "DHP-ADP-010", "DHP-RES-003"],
           ingest_takeover, feature="transport", cls="transport"),
     Check("reach", "file-transport", ["DHP-ADP-021", "DHP-ADP-022", "DHP-TRN-026",
-                                      "DHP-TRN-027", "DHP-TRN-029"], file_transport,
+                                      "DHP-TRN-027", "DHP-TRN-028", "DHP-TRN-029"],
+          file_transport,
           feature="file-transport", cls="transport"),
-    Check("reach", "hello-versions", ["DHP-TRN-004"], hello_versions, feature="transport",
+    Check("reach", "hello-versions", ["DHP-TRN-004", "DHP-ADP-020"], hello_versions,
+          feature="transport", cls="transport"),
+    Check("reach", "ship-unreachable", ["DHP-TRN-023"], ship_unreachable, feature="transport",
           cls="transport"),
+    Check("reach", "remote-ref", ["DHP-SEC-003"], remote_ref),
+    Check("reach", "deep-nesting", ["DHP-SEC-002"], deep_nesting),
 ]
