@@ -4,6 +4,7 @@ a transport hello that offers several versions. Part of the reach suite."""
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from typing import Any
@@ -332,6 +333,40 @@ def remote_ref(ctx: Ctx) -> None:
         listener.close()
 
 
+# Valid in an older JSON Schema draft, invalid in 2020-12 (DHP-ENV-004).
+OLDER_DRAFTS = {
+    "draft-04 boolean exclusiveMinimum": {"type": "object", "properties": {
+        "n": {"type": "number", "minimum": 0, "exclusiveMinimum": True}}},
+    "draft-07 array form of items": {"type": "array", "items": [{"type": "string"}]},
+    "draft-04 required as a boolean": {"type": "object", "properties": {
+        "n": {"type": "integer", "required": True}}},
+}
+
+
+def older_draft_schemas(ctx: Ctx) -> None:
+    """Output schemas that an older draft accepts and 2020-12 does not: refused with
+    invalid_input by dispatch and by import_log, and nothing is stored."""
+    sc = ctx.scenario("older-drafts", ttl=30.0)
+    p = sc.spawn("p1")
+    for what, schema in OLDER_DRAFTS.items():
+        args = {"task_kind": "conform.reach-draft", "inputs": {"what": what},
+                "output_schema": schema, "budget": {}}
+        ctx.expect_code("DHP-ENV-004", p.call("dispatch", args), "invalid_input",
+                        f"dispatch with an output schema valid only before 2020-12 ({what})")
+        if "import_log" not in ctx.features:
+            continue
+        intent = oracle.intent_of(args)
+        hid = oracle.handoff_id(intent)
+        path = sc.data.parent / f"{sc.name}-{len(what)}.jsonl"
+        path.write_text(json.dumps({"type": "header", "envelope": {
+            "dhp": "1.0", "handoff_id": hid, "intent": intent}}) + "\n", encoding="utf-8")
+        ctx.expect_code("DHP-ENV-004", p.call("import_log", {"path": str(path)}),
+                        "invalid_input", f"import of a log whose envelope's output schema is "
+                        f"valid only before 2020-12 ({what})")
+        ctx.expect_code("DHP-ENV-004", p.call("status", {"handoff_id": hid}), "not_found",
+                        f"status after the refused dispatch and import ({what})")
+
+
 def deep_nesting(ctx: Ctx) -> None:
     """JSON nested 100000 deep: refused with invalid_input, and the adapter stays up."""
     p = ctx.scenario("deep-nesting", ttl=30.0).spawn("p1")
@@ -384,4 +419,5 @@ CHECKS = [
           cls="transport"),
     Check("reach", "remote-ref", ["DHP-SEC-003"], remote_ref),
     Check("reach", "deep-nesting", ["DHP-SEC-002"], deep_nesting),
+    Check("reach", "older-draft-schemas", ["DHP-ENV-004"], older_draft_schemas),
 ]
