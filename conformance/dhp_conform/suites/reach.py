@@ -84,7 +84,7 @@ STARTS = [
     Start("stalled", {}, ((0, "dispatch", None), (0, "claim", OWNER), (1, "checkpoint", OWNER)),
           (6, 6.5), progress_timeout=5),
 ]
-QUICK = ("pending", "claimed", "requeued", "last-attempt", "capped-released")
+QUICK = ("claimed", "requeued", "last-attempt", "capped-released")
 PROBES = ("claim", "recover", "claim_next", "heartbeat", "checkpoint", "checkpoint-intruder",
           "checkpoint-overspend", "complete", "complete-invalid", "release", "cancel", "requeue",
           "supervise")
