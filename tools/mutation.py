@@ -124,7 +124,8 @@ def sample(all_mutants: list[dict], n: int | None, seed: int) -> list[dict]:
     return random.Random(seed).sample(all_mutants, n)
 
 
-def run_one(mutant: dict, out: Path, seed: int, tests: bool = True) -> dict:
+def run_one(mutant: dict, out: Path, seed: int, tests: bool = True,
+            suite: bool = False) -> dict:
     """Apply one mutant to a private copy and run the kit and the tests against it."""
     from cosmic_ray.mutating import mutate_and_test
     from cosmic_ray.work_item import MutationSpec
@@ -140,8 +141,10 @@ def run_one(mutant: dict, out: Path, seed: int, tests: bool = True) -> dict:
         kit = (f"{env} {PY} -m dhp_conform --impl '{PY} -m dhp.adapter' --quick --strict "
                f"--seed {seed} " + " ".join(f"--suite {s}" for s in suites.split())
                + f" --history {work}/run")
-        paths = " ".join(str(ROOT / t) for t in files.split())
+        paths = str(ROOT / "tests") if suite else " ".join(str(ROOT / t) for t in files.split())
         pytest = f"{env} {PY} -m pytest -x -q -p no:cacheprovider --rootdir {ROOT} {paths}"
+        if suite:  # the whole pytest suite only
+            return dict(mutant, tests=_outcome(mutate_and_test([spec], pytest, 4 * TEST_TIMEOUT)))
         by_kit = mutate_and_test([spec], kit, KIT_TIMEOUT)
         result = dict(mutant, diff=by_kit.diff, kit=_outcome(by_kit),
                       kit_output=_tail(by_kit.output))
@@ -152,19 +155,27 @@ def run_one(mutant: dict, out: Path, seed: int, tests: bool = True) -> dict:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def recheck(out: Path, seed: int, jobs: int) -> None:
+def recheck(out: Path, seed: int, jobs: int, whole_suite: bool) -> None:
+    """The kit again on its survivors; with `whole_suite`, also the whole pytest suite (not
+    only the module's files) on the tests' survivors."""
     path = out / "results.jsonl"
     results = [json.loads(x) for x in path.read_text().splitlines() if x]
-    todo = [r for r in results if r["kit"] == "survived"]
+
+    def again(r: dict) -> dict:
+        if r["kit"] == "survived":
+            r.update({k: v for k, v in run_one(r, out, seed, tests=False).items()
+                      if k in ("kit", "kit_output")})
+        if whole_suite and r["tests"] == "survived":
+            r["tests"] = run_one(dict(r), out, seed, tests=True, suite=True)["tests"]
+            r["tests_scope"] = "whole suite"
+        print(f"{r['module']}:{r['line']} {r['operator']}: kit {r['kit']}, tests {r['tests']}",
+              file=sys.stderr, flush=True)
+        return r
+
+    todo = [r for r in results if r["kit"] == "survived"
+            or whole_suite and r["tests"] == "survived"]
     with ThreadPoolExecutor(jobs) as pool:
-        again = dict(zip([r["job_id"] for r in todo],
-                         pool.map(lambda r: run_one(r, out, seed, tests=False), todo),
-                         strict=True))
-    for r in results:
-        if r["job_id"] in again:
-            r.update(kit=again[r["job_id"]]["kit"], kit_output=again[r["job_id"]]["kit_output"])
-            print(f"{r['module']}:{r['line']} {r['operator']}: kit {r['kit']}",
-                  file=sys.stderr, flush=True)
+        list(pool.map(again, todo))
     path.write_text("".join(json.dumps(r) + "\n" for r in results), encoding="utf-8")
 
 
@@ -208,6 +219,8 @@ def summary(out: Path) -> dict:
             "kit_score": score("kit"), "tests_score": score("tests"),
             "either_score": round(100 * sum("killed" in (r["kit"], r["tests"]) for r in judged)
                                   / max(len(judged), 1), 1),
+            "tests_rechecked_by_whole_suite": sum(r.get("tests_scope") == "whole suite"
+                                                  for r in judged),
             "kit_survivors": [r["job_id"] for r in judged if r["kit"] == "survived"],
             "tests_survivors": [r["job_id"] for r in judged if r["tests"] == "survived"],
             "per_module": per_module}
@@ -225,11 +238,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--report", action="store_true", help="print the summary only")
     p.add_argument("--recheck", action="store_true",
                    help="run the kit again on every mutant it let survive")
+    p.add_argument("--whole-suite", action="store_true",
+                   help="with --recheck: run the whole pytest suite on the tests' survivors")
     args = p.parse_args(argv)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     if args.recheck:
-        recheck(out, args.seed, args.jobs)
+        recheck(out, args.seed, args.jobs, args.whole_suite)
     elif not args.report:
         session = init(out)
         found = [m for m in mutants(session) if args.only in (None, m["module"])]

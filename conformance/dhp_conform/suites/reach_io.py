@@ -403,6 +403,19 @@ def ship_unreachable(ctx: Ctx) -> None:
     p.call("transport_stop", {})
 
 
+def silent_connection(ctx: Ctx) -> None:
+    """A connection that never says hello is closed in bounded time (DHP-TRN-008: 10 s by
+    default; the kit waits 20 s)."""
+    peer = Peer(ctx, "reach-silent")
+    conn = wire.Conn.open("127.0.0.1", peer.port)
+    try:
+        closed = conn.closed_within(20.0)
+    finally:
+        conn.close()
+    ctx.expect("DHP-TRN-008", closed, "a connection that sent nothing was still open after "
+               "20 s: the server must bound the time a handshake may take")
+
+
 CHECKS = [
     Check("reach", "import-over-existing", ["DHP-LOG-010", "DHP-CKP-009"],
           import_over_existing, feature="import_log"),
@@ -417,6 +430,8 @@ CHECKS = [
           feature="transport", cls="transport"),
     Check("reach", "ship-unreachable", ["DHP-TRN-023"], ship_unreachable, feature="transport",
           cls="transport"),
+    Check("reach", "silent-connection", ["DHP-TRN-008"], silent_connection,
+          feature="transport", cls="transport"),
     Check("reach", "remote-ref", ["DHP-SEC-003"], remote_ref),
     Check("reach", "deep-nesting", ["DHP-SEC-002"], deep_nesting),
     Check("reach", "older-draft-schemas", ["DHP-ENV-004"], older_draft_schemas),
