@@ -97,6 +97,7 @@ class Walk:
     def __init__(self, ctx: Ctx, bench: Bench):
         self.ctx, self.bench, self.cases = ctx, bench, 0
         self.alternative: Handoff | None = None  # another model state the spec allows
+        self.built: set[str] = set()  # starts whose build was compared read by read
 
     def run(self, start: Start, probe: str, at: float) -> None:
         self.cases += 1
@@ -110,8 +111,10 @@ class Walk:
         self.dispatch_args, self.label = args, label
         self.holder: tuple[str, int] | None = None  # the last (worker, fence) granted
         self.bench.next_vector()
+        # Every case of a start builds it the same way: its reads are compared once.
+        reads, self.built = start.name not in self.built, self.built | {start.name}
         for t, op, who in start.steps:
-            self.step(t, op, who, "building the start")
+            self.step(t, op, who, "building the start", reads=reads)
         first = self.holder
         self.step(at, probe, STANDBY if probe in ("claim", "recover", "claim_next") else None,
                   "the probe")
@@ -120,10 +123,10 @@ class Walk:
             self.step(at + 0.25, "complete", OWNER, "the first owner's late write")
 
     # --- one step -------------------------------------------------------------------------
-    def step(self, t: float, op: str, who: str | None, phase: str) -> None:
+    def step(self, t: float, op: str, who: str | None, phase: str, reads: bool = True) -> None:
         instant = self._instant(t)
         try:
-            self._step(t, op, who, f"{self.label}: {phase}, {op} at {t:g}")
+            self._step(t, op, who, f"{self.label}: {phase}, {op} at {t:g}", reads)
         except Differs as exc:
             exc.instant = instant
             raise
@@ -141,7 +144,7 @@ class Walk:
             return "DHP-LSE-007"
         return None
 
-    def _step(self, t: float, op: str, who: str | None, where: str) -> None:
+    def _step(self, t: float, op: str, who: str | None, where: str, reads: bool) -> None:
         h, main = self.h, self.bench.main
         before = copy.deepcopy(h)
         self.bench.at(main, t)
@@ -165,7 +168,8 @@ class Walk:
         else:
             raise ValueError(op)
         self._compare_outcome(reply, out, where, before.effective(t))
-        self._compare_status(t, where, reply, out, before)
+        if reads:
+            self._compare_status(t, where, reply, out, before)
 
     def _take(self, op: str, who: str, t: float, where: str) -> tuple[Reply, Outcome]:
         h, main = self.h, self.bench.main
