@@ -16,8 +16,9 @@ kit's survivors (after a check was added). Results go to OUT/results.jsonl (a re
 where it stopped: finished mutants are not run again) and the summary, one line of JSON, to
 OUT/summary.json. Mutants inside type annotations are counted and left out (every module has
 `from __future__ import annotations`, so they are equivalent).
-Survivors are triaged by hand in OUT/triage.json: {"job_id": "equivalent: why"} or
-{"job_id": "missing check: which"}; equivalent ones leave the denominator.
+Survivors are triaged by hand in OUT/triage.json, {"job_id": "KIND: why"} with KIND
+`equivalent` (nothing observable changes: out of both denominators), `unspecified` (what
+changes is not fixed by the spec: out of the kit's denominator) or `missing check`.
 """
 
 from __future__ import annotations
@@ -200,29 +201,38 @@ def summary(out: Path) -> dict:
         else {}
     real = [r for r in results if r["kit"] in ("killed", "survived")
             and r["tests"] in ("killed", "survived")]
-    equivalent = [r for r in real if triage.get(r["job_id"], "").startswith("equivalent")]
-    judged = [r for r in real if r not in equivalent]
 
-    def score(key: str) -> float:
-        return round(100 * sum(r[key] == "killed" for r in judged) / max(len(judged), 1), 1)
+    def kind(r: dict) -> str:
+        return triage.get(r["job_id"], "").split(":", 1)[0]
+
+    # equivalent: nothing observable changes; unspecified: something changes that the spec
+    # does not fix (a message's wording, a log line, a default timeout, flow control), so
+    # the kit must not judge it, while the project's own tests may.
+    for_tests = [r for r in real if kind(r) != "equivalent"]
+    for_kit = [r for r in for_tests if kind(r) != "unspecified"]
+
+    def score(rows: list[dict], key: str) -> float:
+        return round(100 * sum(r[key] == "killed" for r in rows) / max(len(rows), 1), 1)
 
     per_module = {}
     for module in MODULES:
-        mine = [r for r in judged if r["module"] == module]
+        mine = [r for r in for_tests if r["module"] == module]
         per_module[module] = {"mutants": len(mine),
                               "kit_killed": sum(r["kit"] == "killed" for r in mine),
                               "tests_killed": sum(r["tests"] == "killed" for r in mine)}
     census = json.loads((out / "census.json").read_text()) \
         if (out / "census.json").exists() else {}
-    return {**census, "mutants_run": len(results), "equivalent": len(equivalent),
-            "judged": len(judged),
-            "kit_score": score("kit"), "tests_score": score("tests"),
-            "either_score": round(100 * sum("killed" in (r["kit"], r["tests"]) for r in judged)
-                                  / max(len(judged), 1), 1),
+    return {**census, "mutants_run": len(results),
+            "equivalent": len(real) - len(for_tests),
+            "unspecified": len(for_tests) - len(for_kit),
+            "kit_judged": len(for_kit), "kit_score": score(for_kit, "kit"),
+            "tests_judged": len(for_tests), "tests_score": score(for_tests, "tests"),
             "tests_rechecked_by_whole_suite": sum(r.get("tests_scope") == "whole suite"
-                                                  for r in judged),
-            "kit_survivors": [r["job_id"] for r in judged if r["kit"] == "survived"],
-            "tests_survivors": [r["job_id"] for r in judged if r["tests"] == "survived"],
+                                                  for r in for_tests),
+            "kit_survivors": [r["job_id"] for r in for_kit if r["kit"] == "survived"],
+            "tests_survivors": [r["job_id"] for r in for_tests if r["tests"] == "survived"],
+            "untriaged": [r["job_id"] for r in real if "survived" in (r["kit"], r["tests"])
+                          and r["job_id"] not in triage],
             "per_module": per_module}
 
 
@@ -270,8 +280,7 @@ def main(argv: list[str] | None = None) -> int:
             list(pool.map(one, todo))
     result = summary(out)
     (out / "summary.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    print(json.dumps({k: v for k, v in result.items() if not k.endswith("survivors")
-                      and k != "per_module"}))
+    print(json.dumps({k: v for k, v in result.items() if not isinstance(v, (list, dict))}))
     return 0
 
 
