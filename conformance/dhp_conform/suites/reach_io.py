@@ -403,6 +403,27 @@ def ship_unreachable(ctx: Ctx) -> None:
     p.call("transport_stop", {})
 
 
+def bye(ctx: Ctx) -> None:
+    """`bye` is a valid frame (schemas/transport-frame.json): the server takes it as the end of
+    the session, answers it with no error and closes (DHP-TRN-001)."""
+    peer = Peer(ctx, "reach-bye")
+    peer.sc.facts["ingested"] = True
+    hid, env = _handoff(ctx, "bye")
+    s = peer.open()
+    frame = Frames().make("envelope", env)
+    got = _exchange(s, [frame])
+    if len(got) != 1 or not _is_ack(got[0], frame["id"]):
+        raise CheckAborted("a valid envelope was not acknowledged", _transcript([frame], got))
+    s.conn.send({"type": "bye"})
+    closed = s.conn.closed_within(10.0)
+    after = wire.answers(s.conn, 1, timeout=0.5)
+    s.conn.close()
+    ctx.expect("DHP-TRN-001", closed and not any(_error_code(a) for a in after),
+               "after a bye the server must close the connection without an error frame; "
+               f"{'it closed' if closed else 'it did not close within 10 s'}, answering "
+               f"{[_short(a) for a in after]}")
+
+
 def silent_connection(ctx: Ctx) -> None:
     """A connection that never says hello is closed in bounded time (DHP-TRN-008: 10 s by
     default; the kit waits 20 s)."""
@@ -430,6 +451,7 @@ CHECKS = [
           feature="transport", cls="transport"),
     Check("reach", "ship-unreachable", ["DHP-TRN-023"], ship_unreachable, feature="transport",
           cls="transport"),
+    Check("reach", "bye", ["DHP-TRN-001"], bye, feature="transport", cls="transport"),
     Check("reach", "silent-connection", ["DHP-TRN-008"], silent_connection,
           feature="transport", cls="transport"),
     Check("reach", "remote-ref", ["DHP-SEC-003"], remote_ref),
