@@ -189,7 +189,8 @@ def _outcome(result) -> str:
 
 
 def _tail(output: str | None) -> str:
-    lines = [x for x in (output or "").splitlines() if x.startswith("  FAIL") or "adapter" in x]
+    lines = [x for x in (output or "").splitlines()
+             if x.startswith(("  FAIL", "  WARN", "  ADAPTER ERROR", "--strict"))]
     return "\n".join(lines[:6])
 
 
