@@ -84,7 +84,8 @@ STARTS = [
     Start("stalled", {}, ((0, "dispatch", None), (0, "claim", OWNER), (1, "checkpoint", OWNER)),
           (6, 6.5), progress_timeout=5),
 ]
-QUICK = ("claimed", "requeued", "last-attempt", "capped-released")
+QUICK = ("claimed", "requeued", "last-attempt", "capped-released", "stalled")
+QUICK_PROBES = {"stalled": ("supervise",)}  # --quick: only what this start is there for
 PROBES = ("claim", "recover", "claim_next", "heartbeat", "checkpoint", "checkpoint-intruder",
           "checkpoint-overspend", "complete", "complete-invalid", "release", "cancel", "requeue",
           "supervise")
@@ -308,6 +309,8 @@ def state_walk(ctx: Ctx) -> None:
     found: list[tuple[str, Differs]] = []
     for start in starts:
         for probe in probes:
+            if ctx.quick and probe not in QUICK_PROBES.get(start.name, (probe,)):
+                continue
             for at in start.probes:
                 try:
                     walk.run(start, probe, at)
