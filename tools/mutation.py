@@ -156,7 +156,8 @@ def run_one(mutant: dict, out: Path, seed: int, tests: bool = True,
         shutil.rmtree(work, ignore_errors=True)
 
 
-def recheck(out: Path, seed: int, jobs: int, whole_suite: bool) -> None:
+def recheck(out: Path, seed: int, jobs: int, whole_suite: bool,
+            only: list[str] | None = None) -> None:
     """The kit again on its survivors; with `whole_suite`, also the whole pytest suite (not
     only the module's files) on the tests' survivors."""
     path = out / "results.jsonl"
@@ -173,8 +174,9 @@ def recheck(out: Path, seed: int, jobs: int, whole_suite: bool) -> None:
               file=sys.stderr, flush=True)
         return r
 
-    todo = [r for r in results if r["kit"] == "survived"
-            or whole_suite and r["tests"] == "survived"]
+    todo = [r for r in results if (r["kit"] == "survived"
+                                   or whole_suite and r["tests"] == "survived")
+            and (not only or r["job_id"] in only)]
     with ThreadPoolExecutor(jobs) as pool:
         list(pool.map(again, todo))
     path.write_text("".join(json.dumps(r) + "\n" for r in results), encoding="utf-8")
@@ -249,13 +251,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--report", action="store_true", help="print the summary only")
     p.add_argument("--recheck", action="store_true",
                    help="run the kit again on every mutant it let survive")
+    p.add_argument("--job", action="append", help="with --recheck: only this job id")
     p.add_argument("--whole-suite", action="store_true",
                    help="with --recheck: run the whole pytest suite on the tests' survivors")
     args = p.parse_args(argv)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     if args.recheck:
-        recheck(out, args.seed, args.jobs, args.whole_suite)
+        recheck(out, args.seed, args.jobs, args.whole_suite, args.job)
     elif not args.report:
         session = init(out)
         found = [m for m in mutants(session) if args.only in (None, m["module"])]
