@@ -17,7 +17,7 @@ which keeps its leadership between passes like a long-running supervisor does.
 The feature transport (DHP-ADP-016..019): `transport_serve` runs a dhp.TransportServer on
 this process's store, `ship` queues a handoff in a dhp.NetShipper (one per destination,
 its buffer under the data folder), `transport_flush` waits for the acknowledgements. The
-feature file-transport (DHP-ADP-021, DHP-ADP-022): `file_ship` writes a handoff's log into
+feature file-transport (DHP-ADP-025, DHP-ADP-026): `file_ship` writes a handoff's log into
 a shared folder with a dhp.FileShipper, `file_ingest` ingests the folder.
 """
 
@@ -117,7 +117,8 @@ class Adapter:
             return None
         self.contexts[(ctx.handoff_id, ctx.worker_id, ctx.fence)] = ctx
         return {"handoff_id": ctx.handoff_id, "worker": ctx.worker_id, "fence": ctx.fence,
-                "last_checkpoint": ctx.last_checkpoint}
+                "last_checkpoint": ctx.last_checkpoint,
+                "last_seq": ctx.last_seq or None}  # None: no checkpoint (DHP-ADP-022)
 
     def cmd_claim(self, args: dict) -> dict:
         return self._held(api.claim(self.store, args["handoff_id"], args["worker"],
@@ -158,6 +159,9 @@ class Adapter:
 
     # --- reads and operator operations -----------------------------------------------------
     def cmd_dispatch(self, args: dict) -> dict:
+        if "intent" in args:  # a whole intent, verbatim: checked as one (DHP-ADP-021)
+            return {"handoff_id": api.dispatch_intent(
+                self.store, args["intent"], progress_timeout_s=args.get("progress_timeout_s"))}
         if "budget" in args and not isinstance(args["budget"], dict):
             raise InvalidInput(f"budget must be an object, not {args['budget']!r}",
                                requirement="DHP-ID-003")
@@ -268,7 +272,7 @@ class Adapter:
 
     # --- the file transport (feature file-transport) ------------------------------------
     def cmd_file_ship(self, args: dict) -> dict:
-        """The handoff's log into its file in the shared folder (DHP-ADP-021)."""
+        """The handoff's log into its file in the shared folder (DHP-ADP-025)."""
         hid = args["handoff_id"]
         row = operations.get_row(self.store, hid)
         with FileShipper(args["folder"]) as shipper:
@@ -276,7 +280,7 @@ class Adapter:
         return {}
 
     def cmd_file_ingest(self, args: dict) -> dict:
-        """Every handoff file of the shared folder into this store (DHP-ADP-022)."""
+        """Every handoff file of the shared folder into this store (DHP-ADP-026)."""
         found = ingest_folder(self.store, args["folder"])
         return {"files": {name: {"error": r["error"]} if "error" in r
                           else {"handoff_id": r["handoff_id"]} for name, r in found.items()}}

@@ -239,7 +239,7 @@ def file_transport(ctx: Ctx) -> None:
     log = _read_log(ctx, path, "after the first file_ship")
     if log is None:
         return
-    ctx.expect("DHP-ADP-021", [r["state"] for r in log["checkpoints"]] == FLOATS[:2],
+    ctx.expect("DHP-ADP-025", [r["state"] for r in log["checkpoints"]] == FLOATS[:2],
                f"the file holds the states {[r['state'] for r in log['checkpoints']]}, not the "
                f"two checkpointed ones {FLOATS[:2]} (floats must come back as they went in)")
 
@@ -274,7 +274,7 @@ def file_transport(ctx: Ctx) -> None:
     c = ctx.scenario("file-ingest", ttl=30.0).spawn("c")
     got = ctx.need(c.call("file_ingest", {"folder": str(folder)}), "file_ingest")
     files = got.get("files") if isinstance(got, dict) else None
-    ctx.expect("DHP-ADP-022", isinstance(files, dict)
+    ctx.expect("DHP-ADP-026", isinstance(files, dict)
                and (files.get(path.name) or {}).get("handoff_id") == hid,
                f"file_ingest must name {path.name} with the handoff id {hid}, got {got!r}")
     st = _status(ctx, c, hid, "after file_ingest")
@@ -443,7 +443,7 @@ CHECKS = [
     Check("reach", "ingest-takeover", ["DHP-TRN-015", "DHP-TRN-019", "DHP-TRN-020",
                                        "DHP-ADP-010", "DHP-RES-003"],
           ingest_takeover, feature="transport", cls="transport"),
-    Check("reach", "file-transport", ["DHP-ADP-021", "DHP-ADP-022", "DHP-TRN-026",
+    Check("reach", "file-transport", ["DHP-ADP-025", "DHP-ADP-026", "DHP-TRN-026",
                                       "DHP-TRN-027", "DHP-TRN-028", "DHP-TRN-029"],
           file_transport,
           feature="file-transport", cls="transport"),
