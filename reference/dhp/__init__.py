@@ -43,6 +43,7 @@ from dhp.core.errors import (
     Unavailable,
     UnsupportedVersion,
 )
+from dhp.core.limits import Limits
 from dhp.transport.file import FileShipper, ingest_folder
 from dhp.transport.server import TransportServer
 from dhp.transport.shipper import NetShipper
@@ -52,8 +53,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "PROTOCOL_VERSION", "BudgetExceeded", "Cancelled", "Conflict", "DHPError", "IntegrityError",
-    "Internal", "InvalidInput", "LeaseLost", "NetShipper", "NotFound", "SchemaViolation", "Store",
-    "StoreBackend", "TaskContext", "TransportServer", "Unavailable", "FileShipper",
+    "Internal", "InvalidInput", "LeaseLost", "Limits", "NetShipper", "NotFound", "SchemaViolation",
+    "Store", "StoreBackend", "TaskContext", "TransportServer", "Unavailable", "FileShipper",
     "ingest_folder", "UnsupportedVersion", "cancel",
     "canonical_json", "check_envelope", "check_integrity", "check_intent", "checkpoints", "claim",
     "claim_next", "dispatch", "dlq", "drain", "envelope_of", "export_log", "handoff_id",

@@ -288,7 +288,7 @@ def claim_next(store: StoreBackend, task_kinds: str | list[str], worker_id: str,
 
 def last_checkpoint(store: StoreBackend, handoff_id: str) -> Any:
     """The state of the last acknowledged checkpoint, or None (DHP-CKP-010)."""
-    last = operations.get_row(store, handoff_id)["last_checkpoint"]
+    last = operations.get_row(store, handoff_id, verify=True)["last_checkpoint"]
     return last["state"] if last else None
 
 

@@ -16,6 +16,8 @@ Exit codes:
   2  usage error or bad input: unknown option, malformed handoff id, invalid JSON in an
      argument (the message names the argument), an invalid intent
   3  the store was unavailable or failed; the outcome is unknown (safe to retry)
+  4  the store is corrupt: its file is damaged or not a DHP database, or a stored record is
+     not JSON; retrying cannot help (restore it; `dhp check` lists what is wrong)
 """
 
 from __future__ import annotations
@@ -29,14 +31,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dhp.core.errors import DHPError, InvalidInput, NotFound, UnsupportedVersion
+from dhp.core.errors import (
+    DHPError,
+    Internal,
+    InvalidInput,
+    NotFound,
+    StoreCorrupt,
+    UnsupportedVersion,
+)
 
 EXIT_CODES = """exit codes:
   0  success
   1  refused or not found (unknown handoff, missing store, conflict, no result yet,
      a log that fails verification); for `validate`: the checked input is invalid
   2  usage error or bad input (bad option, malformed id, invalid JSON argument)
-  3  store unavailable or failed: outcome unknown, safe to retry"""
+  3  store unavailable or failed: outcome unknown, safe to retry
+  4  store corrupt (damaged or not a DHP database): retrying cannot help"""
 
 DEFAULT_STORE = "./dhp-data"
 _HID = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -60,6 +70,8 @@ def open_store(path: str, *, create: bool = False):
 
 
 def exit_code(exc: DHPError) -> int:
+    if isinstance(exc, StoreCorrupt):
+        return 4
     if isinstance(exc, (InvalidInput, UnsupportedVersion)):
         return 2
     return 1 if exc.definite else 3
@@ -105,8 +117,19 @@ def table(headers: list[str], rows: list[list[Any]]) -> str:
                      for r in cells)
 
 
+def to_json(obj: Any, indent: int | None = 2) -> str:
+    """JSON text for --json output; never the non-JSON `Infinity`/`NaN` (a store written before
+    the spend limit may hold them), which is an error instead."""
+    try:
+        return json.dumps(obj, ensure_ascii=False, indent=indent, allow_nan=False)
+    except ValueError:
+        raise Internal("the store holds a number that is not finite (written before DHP-LIM-005 "
+                       "was enforced); it cannot be printed as JSON",
+                       requirement="DHP-LIM-005") from None
+
+
 def emit(args: argparse.Namespace, obj: Any, text: str) -> None:
-    print(json.dumps(obj, ensure_ascii=False, indent=2) if args.json else text)
+    print(to_json(obj) if args.json else text)
 
 
 def _lease(seconds: float | None) -> str:
@@ -230,7 +253,7 @@ def _result(args: argparse.Namespace) -> int:
     from dhp import api
 
     value = api.result(args.store_obj, args.handoff_id)
-    print(json.dumps(value, ensure_ascii=False, indent=None if args.json else 2))
+    print(to_json(value, indent=None if args.json else 2))
     return 0
 
 
@@ -273,6 +296,19 @@ def _cancel(args: argparse.Namespace) -> int:
     emit(args, {"handoff_id": args.handoff_id, "state": "cancelled"},
          f"cancelled {args.handoff_id}")
     return 0
+
+
+def _check_args(p: argparse.ArgumentParser) -> None:
+    _common(p)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from dhp import api
+
+    problems = api.check_integrity(args.store_obj)
+    emit(args, {"ok": not problems, "problems": problems},
+         "\n".join(problems) if problems else "the store is sound")
+    return 4 if problems else 0
 
 
 def _export_args(p: argparse.ArgumentParser) -> None:
@@ -354,6 +390,8 @@ COMMANDS: list[tuple[str, str, Callable, Callable]] = [
     ("result", "print the result of a completed handoff", _result_args, _runner(_result)),
     ("dlq", "the dead-letter queue: `dlq ls`, `dlq requeue ID`", _dlq_args, _runner(_dlq)),
     ("cancel", "cancel a handoff", _cancel_args, _runner(_cancel)),
+    ("check", "check the store's integrity (exit 4 when anything is damaged)", _check_args,
+     _runner(_check)),
     ("export", "write a handoff's portable JSON-lines log", _export_args, _runner(_export)),
     ("import", "verify a log and store its handoff, ready to recover", _import_args,
      _runner(_import, create=True)),

@@ -19,11 +19,25 @@ MAX_SAFE_INTEGER = 2**53 - 1
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def canonical_json(obj: Any) -> bytes:
-    """The RFC 8785 canonical UTF-8 bytes of a JSON value."""
+# Deeper values are refused by every canonicaliser: recursion would exhaust the stack.
+MAX_DEPTH = 500
+
+
+def canonical_json(obj: Any, *, max_depth: int = MAX_DEPTH, root: str = "$") -> bytes:
+    """The RFC 8785 canonical UTF-8 bytes of a JSON value; `InvalidInput` naming the path
+    (from `root`) of a value that is not JSON or nested deeper than `max_depth`."""
     out: list[str] = []
-    _write(obj, "$", out)
+    try:
+        _write(obj, root, out, min(max_depth, MAX_DEPTH))
+    except (_TooDeep, RecursionError) as exc:  # RecursionError: a caller deep in its stack
+        where = exc.args[0] if isinstance(exc, _TooDeep) else root
+        raise InvalidInput(f"{where}: nested deeper than {max_depth} levels of objects and "
+                           "arrays", requirement="DHP-LIM-004") from None
     return "".join(out).encode("utf-8")
+
+
+class _TooDeep(Exception):
+    """Raised at the first container past the depth limit, with its path."""
 
 
 def sha256_of(obj: Any) -> str:
@@ -88,7 +102,7 @@ def _string(s: str, path: str) -> str:
     return text
 
 
-def _write(obj: Any, path: str, out: list[str]) -> None:
+def _write(obj: Any, path: str, out: list[str], depth: int) -> None:
     if obj is None:
         out.append("null")
     elif obj is True:
@@ -104,6 +118,8 @@ def _write(obj: Any, path: str, out: list[str]) -> None:
             out.append(format_number(_big_integer(obj, path), path))
     elif isinstance(obj, float):
         out.append(format_number(obj, path))
+    elif isinstance(obj, (dict, list)) and depth <= 0:
+        raise _TooDeep(path)
     elif isinstance(obj, dict):
         for key in obj:
             if not isinstance(key, str):
@@ -117,14 +133,14 @@ def _write(obj: Any, path: str, out: list[str]) -> None:
             child = child_path(path, key)
             out.append(_string(key, child + " (key)"))
             out.append(":")
-            _write(obj[key], child, out)
+            _write(obj[key], child, out, depth - 1)
         out.append("}")
     elif isinstance(obj, list):
         out.append("[")
         for i, item in enumerate(obj):
             if i:
                 out.append(",")
-            _write(item, child_path(path, i), out)
+            _write(item, child_path(path, i), out, depth - 1)
         out.append("]")
     else:
         raise InvalidInput(f"{path}: a {type(obj).__name__} is not a JSON value",
@@ -136,7 +152,11 @@ def _big_integer(value: int, path: str) -> float:
     canonical text would be plain digits, accepted (rounded) from 1e21 up."""
     if abs(value) < 10**21:
         _refuse_integral(value, path)
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:
+        raise InvalidInput(f"{path}: integer of {len(str(abs(value)))} digits is beyond the "
+                           "largest JSON number (a double)", requirement="DHP-CJ-004") from None
 
 
 def _refuse_integral(value: float | int, path: str) -> None:

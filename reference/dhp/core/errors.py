@@ -67,6 +67,11 @@ class IntegrityError(DHPError):
     code, definite = "integrity_error", True
 
 
+class StoreCorrupt(IntegrityError):
+    """The store's own files or stored records are damaged (not JSON, not a database, a
+    corrupted page): nothing was changed; an operator must restore or repair the store."""
+
+
 class Unavailable(DHPError):
     code, definite = "unavailable", False
 
