@@ -8,7 +8,7 @@ such schemas are validated in a helper process that is killed when it overruns t
 and the result is then refused as a `schema_violation` naming the budget. The helper starts
 once per process and is reused (its start-up does not count against the budget).
 
-    python -m dhp.core.results     the helper: one JSON request per line on stdin
+    python -m dhp.core.result_helper     the helper: one JSON request per line on stdin
 """
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ def result_errors(output_schema: dict, result: Any, *,
                   budget_s: float = DEFAULT_BUDGET_S) -> list[dict]:
     """Every violation of the output schema, with its JSON path (DHP-RES-002)."""
     if not _has_regex(json.dumps(output_schema, sort_keys=True)):
-        return _errors(output_schema, result)
+        return errors_in_process(output_schema, result)
     return _helper().errors(output_schema, result, budget_s)
 
 
-def _errors(output_schema: dict, result: Any) -> list[dict]:
+def errors_in_process(output_schema: dict, result: Any) -> list[dict]:
     validator = schemas.user_schema_validator(output_schema)
     found = sorted(validator.iter_errors(result), key=lambda e: [str(p) for p in e.absolute_path])
     return [{"path": schemas.json_path(e), "message": e.message} for e in found]
@@ -85,7 +85,7 @@ class _Helper:
     def _start(self) -> subprocess.Popen:
         if self._proc is None or self._proc.poll() is not None:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "dhp.core.results"], stdin=subprocess.PIPE,
+                [sys.executable, "-m", "dhp.core.result_helper"], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=os.pathsep.join(
                     p for p in sys.path if p)))
             if _read_line(self._proc.stdout, time.monotonic() + 60) != b"ready\n":
@@ -123,18 +123,3 @@ _helpers: dict[int, _Helper] = {}
 def _helper() -> _Helper:
     # One per process: a forked child must not share its parent's pipes.
     return _helpers.setdefault(os.getpid(), _Helper())
-
-
-def _serve() -> None:
-    out = sys.stdout.buffer
-    out.write(b"ready\n")
-    out.flush()
-    for line in sys.stdin.buffer:
-        request = json.loads(line)
-        errors = _errors(request["schema"], request["result"])
-        out.write(json.dumps(errors).encode("utf-8") + b"\n")
-        out.flush()
-
-
-if __name__ == "__main__":
-    _serve()

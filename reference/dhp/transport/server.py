@@ -582,7 +582,7 @@ class TransportServer:
                        session: str) -> None:
         """Data frames until the shipper leaves: each batch of arrived frames is verified and
         stored in one durable transaction, then answered in order (DHP-TRN-017/018). A
-        connection that completes no frame within idle_timeout is closed (DHP-TRN-031)."""
+        connection that completes no frame within idle_timeout is closed (DHP-TRN-032)."""
         loop = asyncio.get_running_loop()
         while True:
             try:
