@@ -53,6 +53,7 @@ MIN_SECRET = 32
 MIN_DISTINCT_SECRET_BYTES = 10
 _RECV = 256 * 1024
 _STREAM_LIMIT = 64 * 1024  # asyncio pauses reading a connection whose buffer passes 2x this
+_PREAUTH_READ = 8 * 1024  # bytes read from the socket at a time before authentication
 
 log = logging.getLogger("dhp.transport")
 
@@ -265,9 +266,9 @@ def _readable(sock: socket.socket) -> bool:
         return False
 
 
-def _too_large(limit: int) -> FrameTooLarge:
+def _too_large(limit: int, requirement: str = "DHP-TRN-002") -> FrameTooLarge:
     return FrameTooLarge(f"frame longer than the maximum of {limit} bytes",
-                         requirement="DHP-TRN-002")
+                         requirement=requirement)
 
 
 def _error_frame(exc: DHPError, frame_id: int | None = None) -> dict:
@@ -289,24 +290,29 @@ class _Frames:
     cuts without quadratic copies) and never holds more than `limit` bytes of one unfinished
     frame: `limit` is small before authentication and `max_frame` after (DHP-TRN-002)."""
 
-    def __init__(self, reader: asyncio.StreamReader, limit: int):
-        self.reader, self.limit = reader, limit
+    def __init__(self, reader: asyncio.StreamReader, limit: int, deadline: float):
+        self.reader, self.limit, self.deadline = reader, limit, deadline
+        self.requirement = "DHP-TRN-030"  # the limit before authentication
         self.buf = bytearray()
 
     async def next(self) -> list[bytes]:
-        """Every complete frame that has arrived, waiting for at least one. Raises
-        ConnectionError at EOF and FrameTooLarge for an oversized frame."""
+        """Every complete frame that has arrived, waiting for at least one until `deadline`
+        (loop time). Raises ConnectionError at EOF, FrameTooLarge for an oversized frame and
+        asyncio.TimeoutError past the deadline."""
+        loop = asyncio.get_running_loop()
         while True:
             end = self.buf.rfind(b"\n")
             if end >= 0:
                 lines = bytes(self.buf[:end]).split(b"\n")
                 del self.buf[:end + 1]
                 if any(len(line) > self.limit for line in lines) or len(self.buf) > self.limit:
-                    raise _too_large(self.limit)
+                    raise _too_large(self.limit, self.requirement)
                 return lines
             if len(self.buf) > self.limit:
-                raise _too_large(self.limit)
-            data = await self.reader.read(min(_RECV, self.limit + 1 - len(self.buf)))
+                raise _too_large(self.limit, self.requirement)
+            data = await asyncio.wait_for(
+                self.reader.read(min(_RECV, self.limit + 1 - len(self.buf))),
+                max(0.0, self.deadline - loop.time()))
             if not data:
                 raise ConnectionError("connection closed by the peer"
                                       + (" in the middle of a frame" if self.buf else ""))
@@ -484,15 +490,16 @@ class TransportServer:
                 self._reject(peer, session, "handshake not completed within "
                              f"{self.handshake_timeout:g} s")
                 return
-            frames = _Frames(reader, self.handshake_max_frame)
+            frames = _Frames(reader, self.handshake_max_frame, deadline)
+            _read_size(writer, _PREAUTH_READ)  # small reads until the peer is authenticated
             try:
-                name = await asyncio.wait_for(self._handshake(writer, frames, peer, session),
-                                              max(0.0, deadline - loop.time()))
+                name = await self._handshake(writer, frames, peer, session)
             except asyncio.TimeoutError:
                 self._reject(peer, session, "handshake not completed within "
                              f"{self.handshake_timeout:g} s")
                 return
-            frames.limit = self.max_frame
+            frames.limit, frames.requirement = self.max_frame, "DHP-TRN-002"
+            _read_size(writer, _RECV)
             log.info("connection %s from %s: authenticated shipper %r (tls=%s)", session, peer,
                      name, "on" if self.ssl_context else "off")
             await self._receive(writer, frames, peer, session)
@@ -585,8 +592,9 @@ class TransportServer:
         connection that completes no frame within idle_timeout is closed (DHP-TRN-032)."""
         loop = asyncio.get_running_loop()
         while True:
+            frames.deadline = loop.time() + self.idle_timeout
             try:
-                lines = await asyncio.wait_for(frames.next(), self.idle_timeout)
+                lines = await frames.next()
             except asyncio.TimeoutError:
                 log.info("connection %s from %s closed: no complete frame in %g s", session,
                          peer, self.idle_timeout)
@@ -669,6 +677,15 @@ def _about(kind: str, payload: Any) -> str:
 
 def _addr(addr: Any) -> str:
     return f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) and len(addr) >= 2 else str(addr)
+
+
+def _read_size(writer: asyncio.StreamWriter, size: int) -> None:
+    """How much the transport reads from the socket at a time (asyncio's default is 256 KiB):
+    small before authentication, so idle junk connections cost little memory. A TLS
+    transport reads through its own layer and keeps its default."""
+    transport = writer.transport
+    if hasattr(transport, "max_size"):
+        transport.max_size = size
 
 
 async def _send(writer: asyncio.StreamWriter, frame: dict) -> None:
