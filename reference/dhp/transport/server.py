@@ -599,7 +599,8 @@ class TransportServer:
                 log.info("connection %s from %s closed: no complete frame in %g s", session,
                          peer, self.idle_timeout)
                 return
-            except ConnectionError:
+            except ConnectionError as exc:
+                log.info("connection %s from %s closed: %s", session, peer, exc or "reset")
                 return
             answers, items, where, closing = self._read_batch(lines, peer, session)
             if items:
