@@ -413,3 +413,17 @@ def test_the_cli_generates_a_secret_the_server_accepts(tmp_path, capsys):
     assert os.stat(path).st_mode & 0o777 == 0o600
     assert len(net.load_secret(path)) == 64
     assert transport_main(["--generate-secret", str(path)]) == 2  # never overwritten
+
+
+# --- the kit's limits suite ------------------------------------------------------------------
+
+@pytest.mark.covers("DHP-LIM-001", "DHP-LIM-003", "DHP-LIM-004", "DHP-LIM-005", "DHP-LIM-006",
+                    "DHP-LIM-007")
+def test_the_kit_limits_suite_passes_on_the_reference(tmp_path):
+    from test_conform import conform
+
+    code, report, output = conform(tmp_path, "--suite", "limits")
+    assert code == 0, output
+    judged = {r["requirement"] for r in report["results"]
+              if r["check"].startswith("limits:") and r["status"] == "PASS"}
+    assert {f"DHP-LIM-00{n}" for n in (1, 3, 4, 5, 6, 7)} <= judged, output

@@ -52,7 +52,7 @@ HANDSHAKE_MAX_FRAME = 4096  # bytes of one frame before authentication (DHP-TRN-
 MIN_SECRET = 32
 MIN_DISTINCT_SECRET_BYTES = 10
 _RECV = 256 * 1024
-_STREAM_LIMIT = 64 * 1024  # asyncio pauses reading a connection whose buffer passes 2x this
+_STREAM_LIMIT = 16 * 1024  # asyncio pauses reading a connection whose buffer passes 2x this
 _PREAUTH_READ = 8 * 1024  # bytes read from the socket at a time before authentication
 
 log = logging.getLogger("dhp.transport")
