@@ -34,9 +34,9 @@ def sizes_and_depth(ctx: Ctx) -> None:
     ctx.expect_code("DHP-LIM-003", reply, "invalid_input", "dispatch of 4 MiB + 1 KiB of inputs")
     unknown = p.call("status", {"handoff_id": oracle.handoff_id(oracle.intent_of(big))})
     ctx.expect_code("DHP-LIM-003", unknown, "not_found", "status of the refused dispatch")
-    deep = dict(big, inputs={"deep": _nested(65)})
+    deep = dict(big, inputs={"deep": _nested(128)})
     ctx.expect_code("DHP-LIM-004", p.call("dispatch", deep), "invalid_input",
-                    "dispatch of inputs nested 66 levels deep")
+                    "dispatch of inputs nested 129 levels deep")
     hid = dispatch(ctx, p)
     fence = ctx.need(take(ctx, p, hid), "claim")["fence"]
     over = write(p, "checkpoint", hid, fence, state={"pad": "x" * (4 * MiB + 1024)})

@@ -20,7 +20,7 @@ LINE_LIMIT = 16 * MiB  # a log line and a transport frame (DHP-SEC-002, DHP-TRN-
 # Room a record's other members (ids, hashes, counters, frame wrapper) need in one line.
 RECORD_OVERHEAD = 64 * 1024
 CEILING = LINE_LIMIT - RECORD_OVERHEAD
-MAX_DEPTH_CEILING = 100  # deeper JSON exhausts recursive validators (jsonschema's included)
+MAX_DEPTH_CEILING = 256  # far below the canonicaliser's and the JSON parsers' own bounds
 
 MAX_FENCE = MAX_SAFE_INTEGER  # the largest fence a handoff may reach (DHP-LIM-006)
 MAX_SPEND = MAX_SAFE_INTEGER  # the largest running total of spend (DHP-LIM-005)
@@ -36,7 +36,7 @@ class Limits:
     max_schema_bytes: int = 1 * MiB
     max_state_bytes: int = 4 * MiB
     max_result_bytes: int = 4 * MiB
-    max_depth: int = 64
+    max_depth: int = 128
 
     def __post_init__(self) -> None:
         for name in ("max_inputs_bytes", "max_schema_bytes", "max_state_bytes",

@@ -39,7 +39,12 @@ def result_errors(output_schema: dict, result: Any, *,
 
 def errors_in_process(output_schema: dict, result: Any) -> list[dict]:
     validator = schemas.user_schema_validator(output_schema)
-    found = sorted(validator.iter_errors(result), key=lambda e: [str(p) for p in e.absolute_path])
+    try:
+        found = sorted(validator.iter_errors(result),
+                       key=lambda e: [str(p) for p in e.absolute_path])
+    except RecursionError:
+        return [{"path": "$", "message": "the result is nested too deeply to validate against "
+                 "the output schema (DHP-LIM-004)"}]
     return [{"path": schemas.json_path(e), "message": e.message} for e in found]
 
 
