@@ -25,9 +25,15 @@ def _checkpoints(ctx: Ctx, proc, hid: str) -> int:
     return data["checkpoints"]["count"]
 
 
-def sizes_and_depth(ctx: Ctx) -> None:
-    sc = ctx.scenario("sizes", ttl=30.0)
-    p = sc.spawn("p1")
+def values(ctx: Ctx) -> None:
+    """Sizes, depth, spend and worker ids, on one adapter (each scenario costs a process)."""
+    p = ctx.scenario("values", ttl=30.0).spawn("p1")
+    _sizes_and_depth(ctx, p)
+    _spend_total(ctx, p)
+    _worker_ids(ctx, p)
+
+
+def _sizes_and_depth(ctx: Ctx, p) -> None:
     big = {"task_kind": "conform.limits", "inputs": {"pad": "x" * (4 * MiB + 1024)},
            "output_schema": {}, "budget": {}}
     reply = p.call("dispatch", big)
@@ -49,9 +55,7 @@ def sizes_and_depth(ctx: Ctx) -> None:
     ctx.expect_ok("DHP-LIM-003", ok, "a small checkpoint after the refused ones")
 
 
-def spend_total(ctx: Ctx) -> None:
-    sc = ctx.scenario("spend", ttl=30.0)
-    p = sc.spawn("p1")
+def _spend_total(ctx: Ctx, p) -> None:
     hid = dispatch(ctx, p)
     fence = ctx.need(take(ctx, p, hid), "claim")["fence"]
     huge = write(p, "checkpoint", hid, fence, state=state_mark(ctx, 1), spend=1e308)
@@ -65,9 +69,7 @@ def spend_total(ctx: Ctx) -> None:
                f"the running total is {data['spend']!r}, not 2^53-1")
 
 
-def worker_ids(ctx: Ctx) -> None:
-    sc = ctx.scenario("worker-ids", ttl=30.0)
-    p = sc.spawn("p1")
+def _worker_ids(ctx: Ctx, p) -> None:
     hid = dispatch(ctx, p)
     for worker, what in (("w\u0001", "a control character"), ("w" * 201, "201 characters")):
         reply = p.call("claim", {"handoff_id": hid, "worker": worker})
@@ -101,9 +103,7 @@ def largest_fence(ctx: Ctx) -> None:
 
 
 CHECKS = [
-    Check("limits", "sizes-and-depth", ["DHP-LIM-001", "DHP-LIM-003", "DHP-LIM-004"],
-          sizes_and_depth),
-    Check("limits", "spend-total", ["DHP-LIM-005"], spend_total),
-    Check("limits", "worker-ids", ["DHP-LIM-007"], worker_ids),
+    Check("limits", "values", ["DHP-LIM-001", "DHP-LIM-003", "DHP-LIM-004", "DHP-LIM-005",
+                               "DHP-LIM-007"], values),
     Check("limits", "largest-fence", ["DHP-LIM-006"], largest_fence, feature="export_log"),
 ]
