@@ -219,7 +219,7 @@ class _Reader:
             # never more than max_frame + 1 bytes of an unfinished frame (DHP-TRN-002)
             data = self.sock.recv(min(_RECV, self.max_frame + 1 - len(self.buf)))
             if not data:
-                raise ConnectionError("connection closed by the peer"
+                raise ConnectionError("connection closed or reset by the peer"
                                       + (" in the middle of a frame" if self.buf else ""))
             self.buf += data
 
@@ -310,11 +310,14 @@ class _Frames:
                 return lines
             if len(self.buf) > self.limit:
                 raise _too_large(self.limit, self.requirement)
-            data = await asyncio.wait_for(
-                self.reader.read(min(_RECV, self.limit + 1 - len(self.buf))),
-                max(0.0, self.deadline - loop.time()))
+            try:
+                data = await asyncio.wait_for(
+                    self.reader.read(min(_RECV, self.limit + 1 - len(self.buf))),
+                    max(0.0, self.deadline - loop.time()))
+            except ConnectionError:  # asyncio says only "Connection lost"
+                data = b""
             if not data:
-                raise ConnectionError("connection closed by the peer"
+                raise ConnectionError("connection closed or reset by the peer"
                                       + (" in the middle of a frame" if self.buf else ""))
             self.buf += data
 
