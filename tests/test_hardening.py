@@ -212,7 +212,9 @@ def test_result_validation_runs_outside_the_lock_and_within_a_budget(tmp_path, m
 
     def watched(output_schema, result, **kw):
         seen.append(store.in_transaction_on_this_thread())
-        return real(output_schema, result, budget_s=0.5)
+        # a short budget for the catastrophic case only: a loaded machine may take longer
+        # than that to compile the schema in a fresh helper for the valid one
+        return real(output_schema, result, budget_s=0.5 if result.endswith("!") else 60)
 
     monkeypatch.setattr(operations.results, "result_errors", watched)
     with api.claim(store, hid, "w1", ttl=120, heartbeat_interval=0) as ctx:

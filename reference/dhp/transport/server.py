@@ -219,7 +219,7 @@ class _Reader:
             # never more than max_frame + 1 bytes of an unfinished frame (DHP-TRN-002)
             data = self.sock.recv(min(_RECV, self.max_frame + 1 - len(self.buf)))
             if not data:
-                raise ConnectionError("connection closed or reset by the peer"
+                raise ConnectionError("connection closed by the peer"
                                       + (" in the middle of a frame" if self.buf else ""))
             self.buf += data
 
@@ -314,10 +314,11 @@ class _Frames:
                 data = await asyncio.wait_for(
                     self.reader.read(min(_RECV, self.limit + 1 - len(self.buf))),
                     max(0.0, self.deadline - loop.time()))
-            except ConnectionError:  # asyncio says only "Connection lost"
-                data = b""
+            except (ConnectionResetError, BrokenPipeError):  # asyncio: "Connection lost"
+                raise ConnectionResetError("connection reset by peer" + (
+                    " in the middle of a frame" if self.buf else "")) from None
             if not data:
-                raise ConnectionError("connection closed or reset by the peer"
+                raise ConnectionError("connection closed by the peer"
                                       + (" in the middle of a frame" if self.buf else ""))
             self.buf += data
 
@@ -511,6 +512,8 @@ class TransportServer:
         except FrameTooLarge as exc:
             self._reject(peer, session, exc.message)
             await _send(writer, _error_frame(exc))
+        except (ConnectionResetError, BrokenPipeError):  # asyncio says only "Connection lost"
+            log.info("connection %s from %s closed: connection reset by peer", session, peer)
         except (OSError, ConnectionError, ssl.SSLError, asyncio.IncompleteReadError) as exc:
             log.info("connection %s from %s closed: %s", session, peer, exc or "reset")
         except Exception as exc:  # a bug must not kill the server, only this connection
