@@ -347,7 +347,7 @@ def _closed(sock: socket.socket, timeout: float = 10) -> bytes:
     return got
 
 
-@pytest.mark.covers("DHP-TRN-030")
+@pytest.mark.covers("DHP-TRN-033")
 def test_a_big_frame_before_authentication_is_refused_at_a_few_kib(small_server):
     sock = socket.create_connection(("127.0.0.1", small_server.port), timeout=10)
     try:
@@ -359,7 +359,7 @@ def test_a_big_frame_before_authentication_is_refused_at_a_few_kib(small_server)
     assert b"4096" in reply and b"invalid_input" in reply
 
 
-@pytest.mark.covers("DHP-TRN-031")
+@pytest.mark.covers("DHP-TRN-034")
 def test_connections_per_peer_are_bounded_and_idle_ones_need_no_thread(tmp_path):
     with net.TransportServer(tmp_path / "peer", port=0, secret=SECRET, max_per_peer=50) as srv:
         threads = threading.active_count()
@@ -380,7 +380,7 @@ def test_connections_per_peer_are_bounded_and_idle_ones_need_no_thread(tmp_path)
         extra.close()
 
 
-@pytest.mark.covers("DHP-TRN-032")
+@pytest.mark.covers("DHP-TRN-035")
 def test_an_authenticated_dribbler_is_closed_after_the_idle_timeout(small_server):
     client = RawClient(small_server.port)
     started = time.monotonic()

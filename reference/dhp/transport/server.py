@@ -48,7 +48,7 @@ VERSIONS = ("1.0",)  # transport protocol versions this implementation speaks, p
 DEFAULT_PORT = 7461
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024  # bytes, LF excluded (DHP-TRN-002, DHP-SEC-002)
 MIN_MAX_FRAME = 64 * 1024
-HANDSHAKE_MAX_FRAME = 4096  # bytes of one frame before authentication (DHP-TRN-030)
+HANDSHAKE_MAX_FRAME = 4096  # bytes of one frame before authentication (DHP-TRN-033)
 MIN_SECRET = 32
 MIN_DISTINCT_SECRET_BYTES = 10
 _RECV = 256 * 1024
@@ -292,7 +292,7 @@ class _Frames:
 
     def __init__(self, reader: asyncio.StreamReader, limit: int, deadline: float):
         self.reader, self.limit, self.deadline = reader, limit, deadline
-        self.requirement = "DHP-TRN-030"  # the limit before authentication
+        self.requirement = "DHP-TRN-033"  # the limit before authentication
         self.buf = bytearray()
 
     async def next(self) -> list[bytes]:
@@ -343,8 +343,8 @@ class TransportServer:
     authentication a frame may be at most `handshake_max_frame` bytes and the whole
     handshake must finish within `handshake_timeout`; one peer address may hold at most
     `max_per_peer` of the `max_connections` connections; an authenticated connection that
-    completes no frame for `idle_timeout` seconds is closed (DHP-TRN-008, DHP-TRN-030,
-    DHP-TRN-031).
+    completes no frame for `idle_timeout` seconds is closed (DHP-TRN-008, DHP-TRN-033,
+    DHP-TRN-034).
     `port=0` picks a free port (read `server.port` after `bind()` or `start()`). Every
     connection and every rejection is logged on the `dhp.transport` logger, one line each."""
 
@@ -595,7 +595,7 @@ class TransportServer:
                        session: str) -> None:
         """Data frames until the shipper leaves: each batch of arrived frames is verified and
         stored in one durable transaction, then answered in order (DHP-TRN-017/018). A
-        connection that completes no frame within idle_timeout is closed (DHP-TRN-032)."""
+        connection that completes no frame within idle_timeout is closed (DHP-TRN-035)."""
         loop = asyncio.get_running_loop()
         while True:
             frames.deadline = loop.time() + self.idle_timeout
