@@ -29,7 +29,7 @@ import traceability  # noqa: E402
 
 SPEC_ORDER = ["index", "terminology", "identity", "envelope", "states", "leases-fencing",
               "checkpoints", "budgets", "results", "log", "errors", "supervisor", "security",
-              "transport", "adapter", "a2a"]
+              "transport", "adapter", "a2a", "mcp"]
 MARKER = re.compile(r'<a id="(DHP-[A-Z]+-[0-9]{3})"></a>\*\*\1\*\*')
 SCHEMA_LINK = re.compile(r"\]\(\.\./schemas/([A-Za-z0-9_-]+)\.json\)")
 
@@ -155,6 +155,15 @@ def include(rel: str, root: Path = ROOT) -> str:
     return f'```{LANGUAGES.get(path.suffix, "text")} title="{title}"\n{body}\n```'
 
 
+def markdown_file(rel: str, root: Path = ROOT) -> str:
+    """A Markdown file of the repository, inlined as it is (e.g. the agent guide shipped in
+    the package)."""
+    path = (root / rel).resolve()
+    if root.resolve() not in path.parents or path.suffix != ".md" or not path.is_file():
+        raise ValueError(f"markdown: no Markdown file {rel} in the repository")
+    return path.read_text(encoding="utf-8").rstrip("\n")
+
+
 def exit_codes_table(text: str | None = None) -> str:
     """`dhp.cli.commands.EXIT_CODES` (the text every command's --help shows) as a table."""
     if text is None:
@@ -173,9 +182,12 @@ def exit_codes_table(text: str | None = None) -> str:
 
 
 def help_text(command: str) -> str:
-    """The --help output of `dhp SUBCOMMAND` or `dhp-supervisor`, 96 columns wide."""
-    if command == "dhp-supervisor":
-        from dhp.supervisor import main
+    """The --help output of `dhp SUBCOMMAND`, `dhp-supervisor` or `dhp-mcp`, 96 columns wide."""
+    if command in ("dhp-supervisor", "dhp-mcp"):
+        if command == "dhp-mcp":
+            from dhp.agents.mcp_cli import main
+        else:
+            from dhp.supervisor import main
         argv = ["--help"]
     else:
         from dhp.cli.main import main
@@ -187,7 +199,10 @@ def help_text(command: str) -> str:
     os.environ["COLUMNS"] = "96"
     try:
         with contextlib.redirect_stdout(out):
-            code = main(argv)
+            try:
+                code = main(argv)
+            except SystemExit as exc:  # argparse's own --help exits
+                code = exc.code or 0
     finally:
         if saved is None:
             del os.environ["COLUMNS"]
@@ -199,13 +214,15 @@ def help_text(command: str) -> str:
 
 
 def fill_placeholders(markdown: str, where: str = "page", root: Path = ROOT) -> str:
-    """Replace each `<!-- dhp: KIND ARG -->` line: `include PATH`, `exit-codes`,
+    """Replace each `<!-- dhp: KIND ARG -->` line: `include PATH`, `markdown PATH`, `exit-codes`,
     `help PROGRAM [SUBCOMMAND]`. An unknown kind is an error, so a typo cannot pass."""
     def fill(m: re.Match) -> str:
         kind, arg = m.group("kind"), (m.group("arg") or "").strip()
         try:
             if kind == "include" and arg:
                 return include(arg, root)
+            if kind == "markdown" and arg:
+                return markdown_file(arg, root)
             if kind == "exit-codes" and not arg:
                 return exit_codes_table()
             if kind == "help" and arg:

@@ -14,8 +14,11 @@ from pathlib import Path
 from . import report, runner
 from .harness import Harness
 from .manifest import Impl, ManifestError, add_arguments, resolve
+from .mcp_client import sdk_missing
 from .process import AdapterError
 from .suites import SUITES
+
+MCP_TIMEOUT = 60.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -24,6 +27,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("mode", nargs="?", choices=["run", "smoke"], default="run",
                    help="run (default): the conformance run; smoke: check the wiring only")
     add_arguments(p)
+    p.add_argument("--profile", choices=["adapter", "mcp"], default="adapter",
+                   help="adapter (default): --impl is a conformance adapter; mcp: --impl is an "
+                        "MCP server command with {data} and {ttl} placeholders, e.g. 'dhp-mcp "
+                        "--root {data} --ttl {ttl}', certified through MCP client sessions "
+                        "(needs the mcp SDK; --timeout defaults to 60 then)")
     p.add_argument("--quick", action="store_true", help="fewer processes, rounds and faults")
     p.add_argument("--only", action="append", metavar="PATTERN",
                    help="only requirements matching this glob, e.g. 'DHP-FEN-*' (repeatable)")
@@ -46,10 +54,19 @@ def main(argv: list[str] | None = None) -> int:
     keep = args.history is not None
     workdir = args.history or Path(tempfile.mkdtemp(prefix="dhp-conform-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    timeout = args.timeout
+    if args.profile == "mcp":
+        missing = sdk_missing()
+        if missing:
+            print(f"dhp-conform: {missing}", file=sys.stderr)
+            return 2
+        timeout = max(timeout, MCP_TIMEOUT)  # a server and an SDK client start per agent
+        if args.mode == "smoke":
+            impl = runner.mcp_impl(impl)[0]
     if args.mode == "smoke":
-        return smoke(impl, workdir, args.timeout)
+        return smoke(impl, workdir, timeout)
     outcome = runner.run(impl, workdir, seed=args.seed, quick=args.quick, only=args.only,
-                         suites=args.suite, timeout=args.timeout)
+                         suites=args.suite, timeout=timeout, profile=args.profile)
     print(report.summary(outcome.report, outcome.adapter_errors))
     if args.report:
         report.write_json(outcome.report, args.report)

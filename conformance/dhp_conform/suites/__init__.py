@@ -1,4 +1,5 @@
-"""The suites: each module exposes CHECKS, a list of `base.Check`."""
+"""The suites: each module exposes CHECKS, a list of `base.Check`. The mcp suite runs only in
+the MCP profile (`dhp-conform --profile mcp`)."""
 
 from . import (
     adapter,
@@ -7,6 +8,7 @@ from . import (
     fencing,
     lifecycle,
     limits,
+    mcp,
     supervisor,
     transport,
     vectors,
@@ -15,4 +17,4 @@ from . import (
 SUITES = {"adapter": adapter, "vectors": vectors, "lifecycle": lifecycle, "limits": limits,
           "fencing": fencing,
           "concurrency": concurrency, "supervisor": supervisor, "chaos": chaos,
-          "transport": transport}
+          "transport": transport, "mcp": mcp}
