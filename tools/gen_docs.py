@@ -4,7 +4,8 @@ Nothing generated is written to docs/: at build time the hook adds, in memory,
 - spec/*.md: the specification pages, each requirement ID made a link to its own anchor;
 - requirements.md: every requirement with its level and the vectors, tests and checks citing it;
 - schemas/index.md, schemas/<name>.md (pretty-printed) and schemas/<name>.json (the file itself);
-- benchmarks.md: bench/README.md (commands, method, results) as a page.
+- benchmarks.md: bench/README.md (commands, method, results) as a page;
+- conformance/coverage.md: per requirement, the kit checks that judge it, and the gaps.
 Hand-written pages may hold placeholders that the hook fills from the sources (see
 `fill_placeholders`): example programs and their checked output, the `dhp` exit-code table
 from `dhp.cli.commands.EXIT_CODES`, and the `--help` text of a command.
@@ -127,7 +128,40 @@ def generated(root: Path = ROOT) -> dict[str, str]:
         files[f"schemas/{name}.json"] = (root / "schemas" / f"{name}.json").read_text(
             encoding="utf-8")
     files["benchmarks.md"] = benchmarks_page(root)
+    files["conformance/coverage.md"] = kit_coverage_page(traceability.citations(root))
     return files
+
+
+def kit_coverage_page(found: list[traceability.Citation]) -> str:
+    """The kit's own count (`dhp-conform coverage`), beside what else cites each gap."""
+    from dhp_conform import coverage
+
+    rows = coverage.table()
+    s = coverage.summary(rows)
+    cited = traceability.by_requirement(found)
+    lines = [
+        "# Kit coverage",
+        "",
+        "Which checks of the conformance kit judge each requirement: the kit is what another",
+        "implementation can run, so it is where requirement coverage is counted. A requirement",
+        "that only the reference's own tests (or no executable check) cover is a **gap**: no",
+        "third party gets it judged. Generated from the checks' declarations, the same data as",
+        "`dhp-conform coverage`.",
+        "",
+        f"**{s['judged']} of {s['requirements']} requirements are judged by a kit check "
+        f"({s['must_judged']} of {s['must']} MUST); {len(s['gaps'])} gaps.**",
+        "",
+        "| Requirement | Level | Class | Kit checks | Else cited by (gaps only) |",
+        "|-------------|-------|-------|------------|---------------------------|",
+    ]
+    for r in rows:
+        checks = ", ".join(f"`{c}`" for c in r["checks"]) or "**gap**"
+        other = ""
+        if not r["checks"]:
+            kinds = sorted({c.kind for c in cited.get(r["id"], []) if c.kind != "check"})
+            other = ", ".join(kinds) or "nothing"
+        lines.append(f"| {r['id']} | {r['level']} | {r['class']} | {checks} | {other} |")
+    return "\n".join(lines) + "\n"
 
 
 def benchmarks_page(root: Path = ROOT) -> str:

@@ -9,6 +9,7 @@ from . import (
     lifecycle,
     limits,
     mcp,
+    reach,
     supervisor,
     transport,
     vectors,
@@ -17,4 +18,4 @@ from . import (
 SUITES = {"adapter": adapter, "vectors": vectors, "lifecycle": lifecycle, "limits": limits,
           "fencing": fencing,
           "concurrency": concurrency, "supervisor": supervisor, "chaos": chaos,
-          "transport": transport, "mcp": mcp}
+          "transport": transport, "reach": reach, "mcp": mcp}

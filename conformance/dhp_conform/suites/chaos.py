@@ -194,4 +194,5 @@ def _check_logs(ctx: Ctx, sc, reader, hids: list[str]) -> None:
                    f"the log of {hid} holds acknowledged checkpoints out of order", reply)
 
 
-CHECKS = [Check("chaos", "kill9-workers", ["DHP-CKP-009", "DHP-LSE-003", "DHP-LOG-007"], chaos)]
+CHECKS = [Check("chaos", "kill9-workers", ["DHP-CKP-009", "DHP-LSE-003", "DHP-LOG-007",
+                                          "DHP-LOG-001", "DHP-LOG-003"], chaos)]
