@@ -19,15 +19,15 @@ MUTANTS: list[dict] = [
      "new": 'fence=record["fence"] + (op["name"] != "recover"),',
      "suite": "fencing", "expected_requirement": "DHP-FEN-001"},
     {"name": "no-hash-chain", "file": "core/operations.py",
-     "old": "made = chain.make_record(hid, seq + 1, fence, state, spend, prev)",
-     "new": "made = chain.make_record(hid, seq + 1, fence, state, spend, hid)",
+     "old": "made = chain.make_record(hid, seq + 1, fence, state, spend, prev, state_text=text)",
+     "new": "made = chain.make_record(hid, seq + 1, fence, state, spend, hid, state_text=text)",
      "suite": "lifecycle", "expected_requirement": "DHP-CKP-004"},
     {"name": "max-steps-off-by-one", "file": "core/machine.py",
      "old": 'record["steps"] + 1 > budget["max_steps"]',
      "new": 'record["steps"] > budget["max_steps"]',
      "suite": "lifecycle", "expected_requirement": "DHP-BUD-002"},
     {"name": "result-not-validated", "file": "core/operations.py",
-     "old": 'op["result_errors"] = result_errors(row["envelope"], result)',
+     "old": 'op["result_errors"] = problems',
      "new": 'op["result_errors"] = []',
      "suite": "lifecycle", "expected_requirement": "DHP-RES-002"},
     # --- a claim that is not atomic: read in one transaction, write in another -------------
@@ -48,11 +48,11 @@ MUTANTS: list[dict] = [
      "edits": [
          ("core/operations.py", "tx.append_checkpoint(made)",
           '__import__("threading").Timer(0.3, _append_later, (backend, made)).start()'),
-         ("core/operations.py", "def result_errors(",
+         ("core/operations.py", "def result_problems(",
           "def _append_later(backend, made):\n"
           "    with backend.transaction() as tx:\n"
           "        tx.append_checkpoint(made)\n\n\n"
-          "def result_errors("),
+          "def result_problems("),
      ],
      "suite": "fencing", "expected_requirement": "DHP-CKP-010"},
     # --- a supervisor that takes every liveness lock file for a dead owner ------------------

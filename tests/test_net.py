@@ -276,7 +276,8 @@ def test_the_secret_never_crosses_the_wire(tmp_path):
 
 
 @pytest.mark.covers("DHP-TRN-013")
-@pytest.mark.parametrize("bad", [b"", b"short", "fifteen-bytes!!", 12345])
+@pytest.mark.parametrize("bad", [b"", b"short", "fifteen-bytes!!", 12345,
+                                 "thirty-one-bytes-of-a-passphras", "abc" * 11])
 def test_short_or_odd_secrets_are_refused(tmp_path, bad):
     with pytest.raises(InvalidInput) as info:
         net.TransportServer(tmp_path / "p", port=0, secret=bad)

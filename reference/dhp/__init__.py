@@ -29,6 +29,7 @@ _EXPORTS = {
         "BudgetExceeded", "Cancelled", "Conflict", "DHPError", "IntegrityError", "Internal",
         "InvalidInput", "LeaseLost", "NotFound", "SchemaViolation", "Unavailable",
         "UnsupportedVersion"), "dhp.core.errors"),
+    "Limits": "dhp.core.limits",
     "TransportServer": "dhp.transport.server",
     "NetShipper": "dhp.transport.shipper",
     **dict.fromkeys(("FileShipper", "ingest_folder"), "dhp.transport.file"),
@@ -99,6 +100,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly
         Unavailable,
         UnsupportedVersion,
     )
+    from dhp.core.limits import Limits  # noqa: F401
     from dhp.transport.file import FileShipper, ingest_folder  # noqa: F401
     from dhp.transport.server import TransportServer  # noqa: F401
     from dhp.transport.shipper import NetShipper  # noqa: F401

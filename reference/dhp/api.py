@@ -34,6 +34,7 @@ from dhp.core.errors import (
     InvalidInput,
     LeaseLost,
     NotFound,
+    Unavailable,
 )
 from dhp.observe import tracing
 from dhp.observe.tracing import traced
@@ -49,6 +50,8 @@ __all__ = [
 ]
 
 _FATAL = (LeaseLost, Cancelled, BudgetExceeded, NotFound)
+# Bytes a frame needs around a record's state or result: type, id, ids, hashes, counters.
+FRAME_OVERHEAD = 1024
 _live: weakref.WeakSet[TaskContext] = weakref.WeakSet()
 _live_mutex = threading.Lock()
 
@@ -112,21 +115,38 @@ class TaskContext:
         # A record that leaves the host is fsynced here first, so that no power loss can make
         # this store forget what a peer already holds.
         sync = "commit" if self.ship_to is not None else None
-        record = self._write("checkpoint", state=state, spend=spend, sync=sync)
+        record = self._write("checkpoint", state=state, spend=spend, sync=sync,
+                             limits_=self._limits)
         self.last_checkpoint, self.last_seq = state, record["seq"]
         if self.ship_to is not None:  # buffered locally; never waits for the network
-            self.ship_to.ship_checkpoint(self.envelope, record)
+            self._ship(self.ship_to.ship_checkpoint, record, f"checkpoint seq {record['seq']}")
         return record
 
     @traced("complete", tracing.leased)
     def complete(self, result: Any) -> dict:
         """Validate `result` against the output schema and complete; returns the result
         record. On SchemaViolation nothing changes and the lease is kept (DHP-RES-002)."""
-        record = self._write("complete", result=result)
+        record = self._write("complete", result=result, limits_=self._limits)
         self._finish()
         if self.ship_to is not None:
-            self.ship_to.ship_result(self.envelope, record)
+            self._ship(self.ship_to.ship_result, record, "the result")
         return record
+
+    @property
+    def _limits(self) -> Any:
+        """The store's limits, narrowed to what the shipper's frames can carry, so a record
+        that could not be shipped is refused before it is stored (DHP-LIM-003)."""
+        max_frame = getattr(self.ship_to, "max_frame", None)
+        if not max_frame:
+            return None
+        return self.store.limits.narrowed(max_record_bytes=max_frame - FRAME_OVERHEAD)
+
+    def _ship(self, ship: Any, record: dict, what: str) -> None:
+        try:
+            ship(self.envelope, record)
+        except DHPError as exc:  # stored here, not shippable: not a definite refusal
+            raise Unavailable(f"{what} is stored in this store but cannot be shipped to the "
+                              f"peer: {exc.message}", requirement=exc.requirement) from None
 
     @traced("release", tracing.leased)
     def release(self) -> None:
@@ -334,7 +354,7 @@ def claim_next(store: StoreBackend, task_kinds: str | list[str], worker_id: str,
 
 def last_checkpoint(store: StoreBackend, handoff_id: str) -> Any:
     """The state of the last acknowledged checkpoint, or None (DHP-CKP-010)."""
-    last = operations.get_row(store, handoff_id)["last_checkpoint"]
+    last = operations.get_row(store, handoff_id, verify=True)["last_checkpoint"]
     return last["state"] if last else None
 
 

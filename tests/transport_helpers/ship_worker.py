@@ -21,6 +21,16 @@ from dhp.transport.shipper import NetShipper
 
 from transport_helpers import SECRET
 
+_OUT = threading.Lock()
+
+
+def say(line: str) -> None:
+    """One whole line in one write: print() writes the text and its newline separately, so
+    the shipper thread's "ack N" and the main thread's "done" could interleave."""
+    with _OUT:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
 
 def main() -> None:
     store_path, buffer, port, hid, steps, pad = sys.argv[1:7]
@@ -33,7 +43,7 @@ def main() -> None:
         with mutex:
             what = seq_of.get(frame_id)
         if what is not None:
-            print(f"ack {what}", flush=True)
+            say(f"ack {what}")
 
     shipper = NetShipper("127.0.0.1", int(port), local_logpath=buffer, secret=SECRET,
                              backoff=(0.01, 0.2), on_ack=on_ack)
@@ -48,7 +58,7 @@ def main() -> None:
     else:
         run(store, hid, steps, pad, shipper, seq_of, mutex)
     if shipper.flush(30):
-        print("done", flush=True)
+        say("done")
     shipper.close()
 
 

@@ -2,18 +2,20 @@
 the MCP profile (`dhp-conform --profile mcp`)."""
 
 from . import (
-               adapter,
-               chaos,
-               concurrency,
-               fencing,
-               lifecycle,
-               mcp,
-               reach,
-               supervisor,
-               transport,
-               vectors,
+    adapter,
+    chaos,
+    concurrency,
+    fencing,
+    lifecycle,
+    limits,
+    mcp,
+    reach,
+    supervisor,
+    transport,
+    vectors,
 )
 
-SUITES = {"adapter": adapter, "vectors": vectors, "lifecycle": lifecycle, "fencing": fencing,
+SUITES = {"adapter": adapter, "vectors": vectors, "lifecycle": lifecycle, "limits": limits,
+          "fencing": fencing,
           "concurrency": concurrency, "supervisor": supervisor, "chaos": chaos,
           "transport": transport, "reach": reach, "mcp": mcp}

@@ -5,6 +5,7 @@ a transport hello that offers several versions. Part of the reach suite."""
 from __future__ import annotations
 
 import json
+import secrets
 import socket
 import time
 from typing import Any
@@ -393,7 +394,7 @@ def ship_unreachable(ctx: Ctx) -> None:
     probe.close()  # now nobody listens there
     started = time.monotonic()
     reply = p.call("ship", {"handoff_id": hid, "host": "127.0.0.1", "port": port,
-                            "secret": "k" * 32})
+                            "secret": secrets.token_hex(16)})  # a secret DHP-TRN-013 accepts
     took = time.monotonic() - started
     ctx.expect("DHP-TRN-023", reply.ok and took < 5.0, f"ship towards a port nobody listens "
                f"on answered {reply!r} after {took:.2f} s; it must answer ok from the local "

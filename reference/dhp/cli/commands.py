@@ -27,6 +27,7 @@ from typing import Any
 
 from dhp.core.errors import (
     DHPError,
+    Internal,
     InvalidInput,
     NotFound,
     StoreCorrupt,
@@ -39,8 +40,9 @@ EXIT_MEANINGS = {
        "     a log that fails verification)",
     2: "usage error or bad input (bad option, malformed id, invalid JSON argument)",
     3: "store unavailable or failed: outcome unknown, safe to retry",
-    4: "store corrupt (its file is damaged or not a DHP store): not safe to retry;\n"
-       "     restore a backup, or export what still verifies",
+    4: "store corrupt (its file is damaged or not a DHP store, or a stored record is not\n"
+       "     JSON): retrying cannot help; `dhp check` lists what is wrong; restore a backup,\n"
+       "     or export what still verifies",
 }
 
 
@@ -150,8 +152,19 @@ def table(headers: list[str], rows: list[list[Any]]) -> str:
                      for r in cells)
 
 
+def to_json(obj: Any, indent: int | None = 2) -> str:
+    """JSON text for --json output; never the non-JSON `Infinity`/`NaN` (a store written before
+    the spend limit may hold them), which is an error instead."""
+    try:
+        return json.dumps(obj, ensure_ascii=False, indent=indent, allow_nan=False)
+    except ValueError:
+        raise Internal("the store holds a number that is not finite (written before DHP-LIM-005 "
+                       "was enforced); it cannot be printed as JSON",
+                       requirement="DHP-LIM-005") from None
+
+
 def emit(args: argparse.Namespace, obj: Any, text: str) -> None:
-    print(json.dumps(obj, ensure_ascii=False, indent=2) if args.json else text)
+    print(to_json(obj) if args.json else text)
 
 
 def _lease(seconds: float | None) -> str:
@@ -370,7 +383,7 @@ def _result(args: argparse.Namespace) -> int:
     from dhp import api
 
     value = api.result(args.open_store(), args.handoff_id)
-    print(json.dumps(value, ensure_ascii=False, indent=None if args.json else 2))
+    print(to_json(value, indent=None if args.json else 2))
     return 0
 
 
@@ -413,6 +426,19 @@ def _cancel(args: argparse.Namespace) -> int:
     emit(args, {"handoff_id": args.handoff_id, "state": "cancelled"},
          f"cancelled {args.handoff_id}")
     return 0
+
+
+def _check_args(p: argparse.ArgumentParser) -> None:
+    _common(p)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from dhp import api
+
+    problems = api.check_integrity(args.open_store())
+    emit(args, {"ok": not problems, "problems": problems},
+         "\n".join(problems) if problems else "the store is sound")
+    return 4 if problems else 0
 
 
 def _export_args(p: argparse.ArgumentParser) -> None:
@@ -501,6 +527,8 @@ COMMANDS: list[tuple] = [
     ("dlq", "the dead-letter queue: `dlq ls`, `dlq requeue ID`", _dlq_args, _runner(_dlq),
      ["dhp dlq ls", "dhp dlq requeue 3fa9c1"], None),
     ("cancel", "cancel a handoff", _cancel_args, _runner(_cancel), ["dhp cancel 3fa9c1"], None),
+    ("check", "check the store's integrity (exit 4 when anything is damaged)", _check_args,
+     _runner(_check), ["dhp check", "dhp check --store ./dhp-data --json"], None),
     ("export", "write a handoff's portable JSON-lines log", _export_args, _runner(_export),
      ["dhp export 3fa9c1 handoff.jsonl"], None),
     ("import", "verify a log and store its handoff, ready to recover", _import_args,

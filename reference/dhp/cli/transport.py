@@ -3,6 +3,7 @@
     dhp-transport --root ./peer --secret-file /etc/dhp/transport.secret \\
         [--bind 127.0.0.1] [--port 7461] [--tls-cert cert.pem --tls-key key.pem
         [--tls-client-ca ca.pem]] [--max-frame BYTES]
+    dhp-transport --generate-secret /etc/dhp/transport.secret   (32 random bytes, mode 600)
 
 Logs one line per connection and per rejection on stderr (DHP-TRN-003). SIGTERM or SIGINT
 stops it; acknowledged frames are already durable, so stopping loses nothing.
@@ -23,11 +24,13 @@ from dhp.transport.server import (
     DEFAULT_MAX_FRAME,
     DEFAULT_PORT,
     TransportServer,
+    generate_secret,
     load_secret,
     server_ssl_context,
 )
 
 EPILOG = """examples:
+  dhp-transport --generate-secret transport.secret
   dhp-transport --root ./peer --secret-file transport.secret --port 7461
   dhp-transport --root ./peer --secret-file transport.secret --bind 0.0.0.0 \\
       --tls-cert server.pem --tls-key server.key --tls-client-ca clients-ca.pem
@@ -61,13 +64,17 @@ def _parser() -> argparse.ArgumentParser:
                                 description="Receive shipped handoffs into a DHP store.",
                                 epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--root", required=True, help="the store folder (created if missing)")
+    p.add_argument("--generate-secret", metavar="FILE",
+                   help="write a new shared secret (32 random bytes as hex, mode 600) to FILE "
+                        "and exit; copy FILE to the shipper's host")
+    p.add_argument("--root", help="the store folder (created if missing)")
     p.add_argument("--bind", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
     p.add_argument("--port", type=_port, default=DEFAULT_PORT,
                    help=f"TCP port (default {DEFAULT_PORT}; 0 picks a free one)")
-    p.add_argument("--secret-file", required=True,
-                   help="file holding the shared secret (at least 16 bytes)")
+    p.add_argument("--secret-file",
+                   help="file holding the shared secret (at least 32 bytes; see "
+                        "--generate-secret)")
     p.add_argument("--tls-cert", help="PEM certificate chain: serve TLS only")
     p.add_argument("--tls-key", help="PEM private key (if not in --tls-cert)")
     p.add_argument("--tls-client-ca", help="require client certificates signed by this CA")
@@ -77,8 +84,26 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _write_secret(path: str) -> int:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        print(f"dhp-transport: cannot create {path}: {exc} (an existing secret is never "
+              "overwritten)", file=sys.stderr)
+        return 2
+    with os.fdopen(fd, "w") as f:
+        f.write(generate_secret() + "\n")
+    print(f"wrote a new shared secret to {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.generate_secret:
+        return _write_secret(args.generate_secret)
+    if not args.root or not args.secret_file:
+        parser.error("--root and --secret-file are required")
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, stream=sys.stderr,
                         format="%(asctime)s dhp-transport %(levelname)s %(message)s")
     if args.tls_client_ca and not args.tls_cert:

@@ -18,6 +18,8 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from dhp.core.errors import InvalidInput
+from dhp.core.limits import DEFAULT as DEFAULT_LIMITS
+from dhp.core.limits import Limits
 
 DEFAULT_TTL = 5.0
 # The longest a burst of checkpoints goes without an fsync (sync="batch"), in seconds.
@@ -74,6 +76,17 @@ class Tx(ABC):
     @abstractmethod
     def checkpoints(self, handoff_id: str) -> list[dict]:
         """Every checkpoint record of the handoff in seq order."""
+
+    def checkpoint_hash(self, handoff_id: str, seq: int) -> str | None:
+        """The hash of checkpoint `seq`, or None: the link a resumed checkpoint is checked
+        against (DHP-SEC-004). A backend should answer in O(1)."""
+        found = [r for r in self.checkpoints(handoff_id) if r.get("seq") == seq]
+        return found[0].get("hash") if found else None
+
+    def handoff_ids(self) -> list[str]:
+        """Every handoff id, oldest first, without reading (or parsing) the rows: the
+        integrity check reads each row on its own so one damaged row cannot hide the rest."""
+        return [row["handoff_id"] for row in self.select()]
 
     @abstractmethod
     def put_result(self, handoff_id: str, result_record: dict) -> None:
@@ -138,6 +151,7 @@ class StoreBackend(ABC):
     ttl: float = DEFAULT_TTL
     heartbeat_interval: float | None = None
     liveness: Any = None  # an object with token() and owner_dead(token), or None
+    limits: Limits = DEFAULT_LIMITS  # sizes and depth this store accepts (DHP-LIM-001)
 
     @abstractmethod
     def transaction(self, *, write: bool = True,

@@ -19,33 +19,42 @@ MAX_SAFE_INTEGER = 2**53 - 1
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def canonical_json(obj: Any) -> bytes:
-    """The RFC 8785 canonical UTF-8 bytes of a JSON value."""
-    if _plain(obj):  # the common case, at C speed: json.dumps writes exactly JCS here
+# Deeper values are refused by every canonicaliser: recursion would exhaust the stack.
+MAX_DEPTH = 500
+
+
+def canonical_json(obj: Any, *, max_depth: int = MAX_DEPTH, root: str = "$") -> bytes:
+    """The RFC 8785 canonical UTF-8 bytes of a JSON value; `InvalidInput` naming the path
+    (from `root`) of a value that is not JSON or nested deeper than `max_depth`."""
+    limit = min(max_depth, MAX_DEPTH)
+    if _plain(obj, limit):  # the common case, at C speed: json.dumps writes exactly JCS here
         try:
             return json.dumps(obj, ensure_ascii=False, sort_keys=True,
                               separators=(",", ":")).encode("utf-8")
         except (UnicodeEncodeError, RecursionError):
             pass  # a lone surrogate or deep nesting: the walk below names where
     out: list[str] = []
-    _write(obj, "$", out)
+    try:
+        _write(obj, root, out, min(max_depth, MAX_DEPTH))
+    except (_TooDeep, RecursionError) as exc:  # RecursionError: a caller deep in its stack
+        where = exc.args[0] if isinstance(exc, _TooDeep) else root
+        raise InvalidInput(f"{where}: nested deeper than {max_depth} levels of objects and "
+                           "arrays", requirement="DHP-LIM-004") from None
     return "".join(out).encode("utf-8")
 
 
-_PLAIN_DEPTH = 500  # nesting the fast path takes; deeper values go to the walk
-
-
-def _plain(obj: Any) -> bool:
+def _plain(obj: Any, max_depth: int) -> bool:
     """True when `json.dumps(sort_keys=True)` of `obj` is its JCS form: only dicts with
     string keys below U+E000 (where code point order is UTF-16 order), lists, strings,
     bools, None, integers within +-(2**53 - 1) and floats whose repr is their ECMAScript form
-    (not integral, plain notation). Anything else takes the walk, which also names errors."""
+    (not integral, plain notation), nested at most `max_depth`. Anything else takes the walk,
+    which also names errors."""
     stack = [(obj, 0)]
     while stack:
         value, depth = stack.pop()
         kind = type(value)
         if kind is dict or kind is list:
-            if depth > _PLAIN_DEPTH:  # deep, or a cycle: the walk decides (RecursionError)
+            if depth >= max_depth:  # deep, or a cycle: the walk decides
                 return False
             children = value.values() if kind is dict else value
             if kind is dict:
@@ -62,6 +71,10 @@ def _plain(obj: Any) -> bool:
         elif kind is not str and kind is not bool and value is not None:
             return False
     return True
+
+
+class _TooDeep(Exception):
+    """Raised at the first container past the depth limit, with its path."""
 
 
 def sha256_of(obj: Any) -> str:
@@ -126,7 +139,7 @@ def _string(s: str, path: str) -> str:
     return text
 
 
-def _write(obj: Any, path: str, out: list[str]) -> None:
+def _write(obj: Any, path: str, out: list[str], depth: int) -> None:
     if obj is None:
         out.append("null")
     elif obj is True:
@@ -142,6 +155,8 @@ def _write(obj: Any, path: str, out: list[str]) -> None:
             out.append(format_number(_big_integer(obj, path), path))
     elif isinstance(obj, float):
         out.append(format_number(obj, path))
+    elif isinstance(obj, (dict, list)) and depth <= 0:
+        raise _TooDeep(path)
     elif isinstance(obj, dict):
         for key in obj:
             if not isinstance(key, str):
@@ -155,14 +170,14 @@ def _write(obj: Any, path: str, out: list[str]) -> None:
             child = child_path(path, key)
             out.append(_string(key, child + " (key)"))
             out.append(":")
-            _write(obj[key], child, out)
+            _write(obj[key], child, out, depth - 1)
         out.append("}")
     elif isinstance(obj, list):
         out.append("[")
         for i, item in enumerate(obj):
             if i:
                 out.append(",")
-            _write(item, child_path(path, i), out)
+            _write(item, child_path(path, i), out, depth - 1)
         out.append("]")
     else:
         raise InvalidInput(f"{path}: a {type(obj).__name__} is not a JSON value",
@@ -174,7 +189,11 @@ def _big_integer(value: int, path: str) -> float:
     canonical text would be plain digits, accepted (rounded) from 1e21 up."""
     if abs(value) < 10**21:
         _refuse_integral(value, path)
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:
+        raise InvalidInput(f"{path}: integer of {len(str(abs(value)))} digits is beyond the "
+                           "largest JSON number (a double)", requirement="DHP-CJ-004") from None
 
 
 def _refuse_integral(value: float | int, path: str) -> None:

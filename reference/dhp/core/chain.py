@@ -27,22 +27,32 @@ _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 def make_record(handoff_id: str, seq: int, fence: int, state: Any, spend: float | int,
-                prev: str) -> dict:
-    """A checkpoint record with its hash (DHP-CKP-005)."""
+                prev: str, *, state_text: bytes | None = None) -> dict:
+    """A checkpoint record with its hash (DHP-CKP-005). `state_text`, the state's canonical
+    JSON when the caller has it already (limits.encode), saves encoding it again."""
     body = {"handoff_id": handoff_id, "seq": seq, "fence": fence, "state": state,
             "spend": spend, "prev": prev}
-    record = dict(body, hash=sha256_of(body))
+    record = dict(body, hash=_hash_with(body, "state", state_text))
     check_checkpoint_shape(record)
     return record
 
 
-def make_result_record(handoff_id: str, fence: int, result: Any, prev: str) -> dict:
+def make_result_record(handoff_id: str, fence: int, result: Any, prev: str, *,
+                       result_text: bytes | None = None) -> dict:
     """The result record chained after the last checkpoint (`prev` = its hash, or the
     handoff_id when there is no checkpoint)."""
     body = {"handoff_id": handoff_id, "fence": fence, "result": result, "prev": prev}
-    record = dict(body, hash=sha256_of(body))
+    record = dict(body, hash=_hash_with(body, "result", result_text))
     check_result_shape(record)
     return record
+
+
+def _hash_with(body: dict, key: str, text: bytes | None) -> str:
+    if text is None:
+        return sha256_of(body)
+    head, tail = _record_parts(dict(body, **{key: None}), False)
+    # "null" is the last member's value in the tail (state / result sort last): swap it in.
+    return _digest(head, tail[:-len("null}")] + text.decode("utf-8") + "}")
 
 
 # --- shape -----------------------------------------------------------------------------------

@@ -68,8 +68,9 @@ class IntegrityError(DHPError):
 
 
 class StoreCorrupt(IntegrityError):
-    """The store's own files are damaged or are not a DHP store (wire code integrity_error).
-    Unlike `unavailable`, retrying cannot help."""
+    """The store's own files or stored records are damaged (not JSON, not a database, a
+    corrupted page), or are not a DHP store (wire code integrity_error): nothing was changed;
+    retrying cannot help, an operator must restore or repair the store."""
 
 
 class Unavailable(DHPError):

@@ -20,10 +20,12 @@ from dhp.core.errors import (
     Cancelled,
     Conflict,
     DHPError,
+    InvalidInput,
     LeaseLost,
     NotFound,
     SchemaViolation,
 )
+from dhp.core.limits import MAX_FENCE, MAX_SPEND
 
 STATES = ("pending", "claimed", "released", "orphaned", "completed", "dead_lettered",
           "cancelled")
@@ -111,6 +113,10 @@ def _take(record: dict, op: dict, now: float) -> Outcome:
             requirement="DHP-STM-007"))
     if state in TERMINAL or state == "dead_lettered":
         return _reject(record, Conflict(f"handoff is {state}", requirement="DHP-STM-007"))
+    if record["fence"] >= MAX_FENCE:
+        return _reject(record, Conflict(
+            f"the fence is {record['fence']}, the largest allowed: no further claim or recover "
+            "can be fenced", requirement="DHP-LIM-006"))
     cap = record["budget"].get("max_attempts")
     if cap is not None and record["attempts"] >= cap:
         return _dead_letter(record, "max_attempts", f"max_attempts {cap} exhausted",
@@ -162,6 +168,10 @@ def _checkpoint(record: dict, op: dict, now: float) -> Outcome:
     if budget.get("max_steps") is not None and record["steps"] + 1 > budget["max_steps"]:
         return _dead_letter(record, "max_steps", f"max_steps {budget['max_steps']} exhausted",
                             "DHP-BUD-002")
+    if record["spend"] + spend > MAX_SPEND:
+        return _reject(record, InvalidInput(
+            f"spend {spend!r} would take the running total {record['spend']!r} past the largest "
+            f"allowed, {MAX_SPEND}", requirement="DHP-LIM-005"))
     if budget.get("max_spend") is not None and record["spend"] + spend > budget["max_spend"]:
         return _dead_letter(record, "max_spend", f"max_spend {budget['max_spend']} would be "
                             f"exceeded ({record['spend']} spent + {spend})", "DHP-BUD-003")

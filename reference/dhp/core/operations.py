@@ -10,22 +10,49 @@ validated against the output schema before `decide` sees them (DHP-RES-001).
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import math
 from collections.abc import Iterator
 from typing import Any
 
-from dhp.core import chain, machine, schemas
+from dhp.core import chain, limits, machine, results
 from dhp.core.backend import StoreBackend
-from dhp.core.canonical import canonical_json
-from dhp.core.envelope import envelope_and_text
-from dhp.core.errors import Conflict, DHPError, Internal, InvalidInput, NotFound
+from dhp.core.envelope import check_envelope, envelope_and_text
+from dhp.core.errors import (
+    Conflict,
+    DHPError,
+    IntegrityError,
+    Internal,
+    InvalidInput,
+    NotFound,
+    StoreCorrupt,
+)
+
+TAKE_STATES = ("pending", "released", "orphaned")
 
 # --- argument checks ------------------------------------------------------------------------
 
+# What the store writes as the worker of a write from another process incarnation of the
+# same worker id (so the write is fenced out); reserved, never a worker id (DHP-LIM-007).
+EARLIER_INCARNATION = " (an earlier process incarnation)"
+
+
 def check_worker(worker: Any) -> str:
+    """A worker id: 1 to 200 characters of Unicode text, no control characters, not one the
+    store uses itself (DHP-LIM-007)."""
     if not isinstance(worker, str) or not worker:
         raise InvalidInput(f"worker_id must be a non-empty string, not {worker!r}",
                            requirement="DHP-FEN-003")
+    why = None
+    if len(worker) > limits.MAX_WORKER_ID:
+        why = f"has {len(worker)} characters; at most {limits.MAX_WORKER_ID} are allowed"
+    elif not worker.isprintable() and any(
+            c < " " or "\x7f" <= c <= "\x9f" or "\ud800" <= c <= "\udfff" for c in worker):
+        why = "holds a control character or a lone surrogate (not Unicode text)"
+    elif worker.endswith(EARLIER_INCARNATION):
+        why = f"ends with {EARLIER_INCARNATION.strip()!r}, which the store reserves"
+    if why:
+        raise InvalidInput(f"worker_id {worker[:60]!r} {why}", requirement="DHP-LIM-007")
     return worker
 
 
@@ -43,6 +70,9 @@ def check_spend(spend: Any) -> int | float:
             or not math.isfinite(spend) or spend < 0:
         raise InvalidInput(f"spend must be a finite number >= 0, not {spend!r}",
                            requirement="DHP-BUD-003")
+    if spend > limits.MAX_SPEND:
+        raise InvalidInput(f"spend {spend!r} is above the largest allowed, {limits.MAX_SPEND}",
+                           requirement="DHP-LIM-005")
     return spend
 
 
@@ -70,6 +100,7 @@ def dispatch_many(backend: StoreBackend, intents: list[dict], *,
     rows = []
     for intent in intents:
         envelope, text = envelope_and_text(intent, created_at=now)
+        backend.limits.check_intent(intent)  # DHP-LIM-003, before anything is stored
         rows.append((envelope["handoff_id"], envelope,
                      machine.new_record(intent["budget"], progress_timeout_s),
                      envelope["created_at"], text))
@@ -93,11 +124,13 @@ def take(backend: StoreBackend, hid: str, name: str, worker: str, ttl: float) ->
                 and machine.lease_live(row["record"], now):
             op["owner_dead"] = backend.liveness.owner_dead(row["owner_incarnation"])
         outcome = machine.decide(row["record"] if row else None, op, now)
+        if outcome.accepted:
+            last = verified_for_resume(tx, row)  # before anything changes (DHP-SEC-004)
         if outcome.changed:
             tx.put_record(hid, outcome.record, token if outcome.accepted else None)
         if outcome.accepted:
             row = dict(row, record=outcome.record, owner_incarnation=token,
-                       last_checkpoint=tx.last_checkpoint(hid))
+                       last_checkpoint=last)
     _raise(outcome, hid)
     return row
 
@@ -126,11 +159,42 @@ def take_next(backend: StoreBackend, task_kinds: list[str] | tuple[str, ...], wo
             if not outcome.changed:
                 raise Internal(f"claim_next picked {row['handoff_id']} but could not take it: "
                                f"{outcome.error}")
+            last = verified_for_resume(tx, row) if outcome.accepted else None
             tx.put_record(row["handoff_id"], outcome.record,
                           token if outcome.accepted else None)
             if outcome.accepted:
                 return dict(row, record=outcome.record, owner_incarnation=token,
-                            last_checkpoint=tx.last_checkpoint(row["handoff_id"]))
+                            last_checkpoint=last)
+
+
+def verified_for_resume(tx: Any, row: dict) -> dict | None:
+    """The last checkpoint of a handoff a worker is about to resume, checked in O(1) of the
+    history (DHP-SEC-004): the envelope hashes to the id, the record's own hash covers its
+    content and its `prev` is the hash of the record before it. IntegrityError, before
+    anything changes, when any fails. (Removed trailing records are check_integrity's to
+    find: the record's step count is a lower bound of the chain's length.)"""
+    hid = row["handoff_id"]
+    envelope = row["envelope"]
+    intent = envelope.get("intent") if isinstance(envelope, dict) else None
+    if not isinstance(intent, dict) or envelope.get("handoff_id") != hid \
+            or "sha256:" + hashlib.sha256(chain.canonical_parsed(intent)).hexdigest() != hid:
+        raise IntegrityError(f"{hid}: the stored envelope does not hash to the handoff id: its "
+                             "intent was changed in the store", requirement="DHP-SEC-004")
+    last = tx.last_checkpoint(hid)
+    if last is None:
+        return None
+    try:
+        chain.verify_record(last)  # shape and own hash (DHP-CKP-005)
+    except (IntegrityError, InvalidInput) as exc:
+        raise IntegrityError(f"{hid}: the last checkpoint is damaged: {exc.message}",
+                             requirement="DHP-SEC-004") from None
+    seq = last["seq"]
+    want = hid if seq == 1 else tx.checkpoint_hash(hid, seq - 1)
+    if last["handoff_id"] != hid or last["prev"] != want:
+        raise IntegrityError(f"{hid}: the last checkpoint (seq {seq}) does not link to the "
+                             "record before it: a record was changed or removed",
+                             requirement="DHP-SEC-004")
+    return last
 
 
 # --- the fenced writes ----------------------------------------------------------------------
@@ -142,41 +206,47 @@ WRITE_SYNC = {"heartbeat": "none", "checkpoint": "batch"}
 def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *,
           ttl: float | None = None, state: Any = None, spend: int | float = 0,
           result: Any = None, incarnation: str | None = None,
-          sync: str | None = None) -> dict | None:
+          sync: str | None = None, limits_: limits.Limits | None = None) -> dict | None:
     """heartbeat / checkpoint / complete / release by (worker, fence) (DHP-FEN-003).
 
     `incarnation`, when given, must also match the process that claimed: a restarted
     process reusing a worker id and an old fence is fenced out too. `sync` overrides when the
     write must reach the disk (backend.transaction; by default heartbeats "none", checkpoints
-    "batch", the rest "commit"). Returns the new checkpoint record for `checkpoint`, the
-    result record for `complete`."""
+    "batch", the rest "commit"). `limits_` narrows the store's limits for this write (a
+    shipper's frame size). Returns the new checkpoint record for `checkpoint`, the result
+    record for `complete`.
+
+    Everything that costs time in proportion to the value (encoding it, checking its size,
+    validating a result) happens before the write lock is taken (DHP-LIM-003, DHP-LIM-008)."""
     check_worker(worker)
+    bounds = limits_ or backend.limits
+    text = problems = None
     if name == "checkpoint":
-        # A state that is not JSON fails when the record is hashed, inside the transaction,
-        # which then rolls back: canonicalising it here as well would double the hot path.
         check_spend(spend)
+        text = bounds.encode("state", state, bounds.max_state_bytes)
     if name == "complete":
-        canonical_json(result)
+        text = bounds.encode("result", result, bounds.max_result_bytes)
+        problems = result_problems(backend, hid, result)
     ttl = backend.ttl if ttl is None else check_seconds("ttl", ttl)
     sync = sync or WRITE_SYNC.get(name, "commit")
     with backend.transaction(sync=sync) as tx:
-        row = tx.get(hid, envelope=name == "complete")
+        row = tx.get(hid, envelope=False)
         now = backend.now()
         op = {"name": name, "worker": worker, "fence": fence, "ttl": ttl, "spend": spend}
         if row is not None and incarnation is not None \
                 and row["owner_incarnation"] not in (None, incarnation):
-            op["worker"] = f"{worker} (an earlier process incarnation)"
+            op["worker"] = worker + EARLIER_INCARNATION
         if name == "complete" and row is not None:
-            op["result_errors"] = result_errors(row["envelope"], result)
+            op["result_errors"] = problems
         outcome = machine.decide(row["record"] if row else None, op, now)
         made = None
         if outcome.accepted and name in ("checkpoint", "complete"):
             seq, prev = tx.last_link(hid) or (0, hid)
             if name == "checkpoint":
-                made = chain.make_record(hid, seq + 1, fence, state, spend, prev)
+                made = chain.make_record(hid, seq + 1, fence, state, spend, prev, state_text=text)
                 tx.append_checkpoint(made)
             else:
-                made = chain.make_result_record(hid, fence, result, prev)
+                made = chain.make_result_record(hid, fence, result, prev, result_text=text)
                 tx.put_result(hid, made)
         if outcome.changed:
             keep = outcome.accepted and name in ("heartbeat", "checkpoint")
@@ -185,11 +255,21 @@ def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *
     return made
 
 
+def result_problems(backend: StoreBackend, hid: str, result: Any) -> list[dict] | None:
+    """The result's violations of the handoff's output schema, read and judged outside any
+    write transaction (the schema is part of the identity, so it cannot change meanwhile);
+    None for an unknown handoff (the write then fails with not_found)."""
+    with backend.transaction(write=False) as tx:
+        row = tx.get(hid)
+    if row is None:
+        return None
+    return result_errors(row["envelope"], result)
+
+
 def result_errors(envelope: dict, result: Any) -> list[dict]:
-    """Every violation of the output schema, with its JSON path (DHP-RES-002)."""
-    validator = schemas.user_schema_validator(envelope["intent"]["output_schema"])
-    found = sorted(validator.iter_errors(result), key=lambda e: [str(p) for p in e.absolute_path])
-    return [{"path": schemas.json_path(e), "message": e.message} for e in found]
+    """Every violation of the output schema, with its JSON path (DHP-RES-002), at a bounded
+    cost (DHP-LIM-008)."""
+    return results.result_errors(envelope["intent"]["output_schema"], result)
 
 
 # --- operator operations --------------------------------------------------------------------
@@ -217,11 +297,14 @@ def unknown_handoff(hid: str) -> NotFound:
     return NotFound(f"no handoff {hid} in this store", requirement="DHP-STM-003")
 
 
-def get_row(backend: StoreBackend, hid: str) -> dict:
+def get_row(backend: StoreBackend, hid: str, *, verify: bool = False) -> dict:
+    """The handoff's row with its last checkpoint; with `verify`, checked as work about to
+    resume from it is (verified_for_resume)."""
     with backend.transaction(write=False) as tx:
         row = tx.get(hid)
         if row is not None:
-            row["last_checkpoint"] = tx.last_checkpoint(hid)
+            row["last_checkpoint"] = verified_for_resume(tx, row) if verify \
+                else tx.last_checkpoint(hid)
     if row is None:
         raise unknown_handoff(hid)
     return row
@@ -302,19 +385,56 @@ def rows(backend: StoreBackend, *, state: str | None = None,
 
 
 def check_integrity(backend: StoreBackend) -> list[str]:
-    """Every problem in the store: the engine's own check, then each handoff's envelope and
-    checkpoint chain (DHP-CKP-008). Empty when sound."""
+    """Every problem in the store: the engine's own check, then each handoff on its own (its
+    envelope, record and checkpoint chain, DHP-CKP-008, DHP-SEC-005). Empty when sound. Never
+    raises for what it finds: a store too damaged to read is itself reported."""
     problems = list(backend.storage_check())
-    with backend.transaction(write=False) as tx:
-        for row in tx.select():
-            hid = row["handoff_id"]
-            try:
-                if row["envelope"]["handoff_id"] != hid:
-                    raise Conflict("envelope id differs from the row id")
-                chain.verify_chain(hid, tx.checkpoints(hid), row["result"])
-            except DHPError as exc:
-                problems.append(f"{hid}: {exc}")
+    try:
+        with backend.transaction(write=False) as tx:
+            for hid in tx.handoff_ids():
+                problems += [f"{hid}: {p}" for p in _handoff_problems(tx, hid)]
+    except DHPError as exc:
+        problems.append(f"the store cannot be read: {exc}")
     return problems
+
+
+def _handoff_problems(tx: Any, hid: str) -> list[str]:
+    try:
+        row = tx.get(hid)
+        records = tx.checkpoints(hid)
+    except StoreCorrupt as exc:
+        return [exc.message.removeprefix(f"{hid}: ")]
+    found = []
+    record, result = row["record"], row["result"]
+    envelope = row["envelope"]
+    try:
+        if not isinstance(envelope, dict) or envelope.get("handoff_id") != hid:
+            raise Conflict("the envelope's id differs from the row's id")
+        check_envelope(envelope)  # the envelope hashes to its id (DHP-ENV-002)
+    except DHPError as exc:
+        found.append(f"envelope: {exc}")
+    try:
+        chain.verify_chain(hid, records, result)
+    except DHPError as exc:
+        found.append(f"chain: {exc}")
+    state = record["state"]
+    if state not in machine.STATES:
+        found.append(f"state {state!r} does not exist (states: {', '.join(machine.STATES)})")
+    if (state == "completed") != (result is not None):
+        found.append("completed without a result record" if state == "completed"
+                     else f"{state} but holds a result record")
+    chain_fence = max([r.get("fence", 0) for r in records if isinstance(r, dict)]
+                      + [result.get("fence", 0) if isinstance(result, dict) else 0])
+    if not isinstance(record["fence"], int) or record["fence"] < chain_fence:
+        found.append(f"stored fence {record['fence']!r} is below fence {chain_fence} in the "
+                     "chain: a fence would be issued twice (DHP-FEN-001)")
+    if records and isinstance(records[-1], dict) and isinstance(record["steps"], int) \
+            and records[-1].get("seq", 0) < record["steps"]:
+        found.append(f"{record['steps']} checkpoints were made but the chain ends at seq "
+                     f"{records[-1].get('seq')}: the last checkpoints were deleted")
+    elif not records and record["steps"]:
+        found.append(f"{record['steps']} checkpoints were made but none is stored")
+    return found
 
 
 # --- the portable log -----------------------------------------------------------------------

@@ -149,6 +149,9 @@ def _compiled_user_schema(text: str) -> Draft202012Validator:
     except SchemaError as exc:  # raised, so never cached
         raise InvalidInput(f"output_schema is not a valid JSON Schema 2020-12: {exc.message}",
                            requirement="DHP-ENV-004") from None
+    except RecursionError:
+        raise InvalidInput("output_schema is nested too deeply to check",
+                           requirement="DHP-LIM-004") from None
     outside = _outside_refs(output_schema)
     if outside:
         raise InvalidInput(f"output_schema refers outside itself ({outside[0]!r}); only "

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from dhp.core.backend import DEFAULT_FSYNC_INTERVAL, DEFAULT_TTL, StoreBackend
 from dhp.core.errors import InvalidInput
+from dhp.core.limits import Limits
 from dhp.core.operations import check_seconds
 from dhp.store.sqlite import SQLiteStore
 
@@ -18,7 +19,8 @@ from dhp.store.sqlite import SQLiteStore
 def Store(location: str | os.PathLike, *, ttl: float = DEFAULT_TTL,  # noqa: N802 (a factory)
           heartbeat_interval: float | None = None,
           fsync_interval: float = DEFAULT_FSYNC_INTERVAL,
-          clock: Callable[[], float] | None = None) -> StoreBackend:
+          clock: Callable[[], float] | None = None,
+          limits: Limits | None = None) -> StoreBackend:
     """Open the store at `location` (a folder for SQLite/WAL).
 
     `ttl` is the default lease length in seconds (5.0) and `heartbeat_interval` the default
@@ -27,6 +29,8 @@ def Store(location: str | os.PathLike, *, ttl: float = DEFAULT_TTL,  # noqa: N80
     every write survives kill -9 of any process, and a power loss can forget at most the
     checkpoints acknowledged within one interval after the last fsync; 0 fsyncs every
     checkpoint. Claims, completions and the other ownership changes are always fsynced.
+    `limits` (dhp.Limits) are the sizes and nesting depth this store accepts (DHP-LIM-001;
+    the defaults when None).
     `clock` replaces the store clock (seconds, monotonic), for tests only.
     """
     check_seconds("ttl", ttl)
@@ -44,4 +48,4 @@ def Store(location: str | os.PathLike, *, ttl: float = DEFAULT_TTL,  # noqa: N80
         raise InvalidInput(f"unknown store location {text!r}: give a folder path "
                            "(SQLite) or a postgresql:// URL")
     return SQLiteStore(text, ttl=ttl, heartbeat_interval=heartbeat_interval,
-                       fsync_interval=fsync_interval, clock=clock)
+                       fsync_interval=fsync_interval, clock=clock, limits=limits)

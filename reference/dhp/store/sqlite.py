@@ -42,7 +42,8 @@ from pathlib import Path
 from dhp.core import machine
 from dhp.core.backend import DEFAULT_FSYNC_INTERVAL, DEFAULT_TTL, SYNCS, StoreBackend, Tx
 from dhp.core.clock import boot_id, store_clock
-from dhp.core.errors import DHPError, Internal, InvalidInput, StoreCorrupt, Unavailable
+from dhp.core.errors import Internal, InvalidInput, StoreCorrupt, Unavailable
+from dhp.core.limits import Limits
 from dhp.store import liveness
 
 DB_FILE = "dhp.sqlite3"
@@ -122,15 +123,26 @@ def _dumps(obj: object) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
+def _loads(text: str | None, what: str, handoff_id: str) -> object:
+    """Stored JSON text; StoreCorrupt (not a raw decode error) when it was damaged."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise StoreCorrupt(f"{handoff_id}: the stored {what} is not JSON ({exc}): the store was "
+                           "damaged or edited", requirement="DHP-SEC-005") from None
+
+
 def _row(values: tuple) -> dict:
     raw = dict(zip(_ROW_COLUMNS, values, strict=True))
+    hid = raw["id"]
     record = {k: raw[k] for k in RECORD_COLUMNS}
-    record["budget"] = json.loads(record["budget"])
-    envelope = raw["envelope"]
-    return {"handoff_id": raw["id"], "envelope": json.loads(envelope) if envelope else None,
+    record["budget"] = _loads(record["budget"], "budget", hid)
+    return {"handoff_id": hid, "envelope": _loads(raw["envelope"], "envelope", hid),
             "task_kind": raw["task_kind"], "record": record,
             "owner_incarnation": raw["owner_incarnation"],
-            "result": json.loads(raw["result"]) if raw["result"] is not None else None,
+            "result": _loads(raw["result"], "result record", hid),
             "created_at": raw["created_at"], "updated_at": raw["updated_at"]}
 
 
@@ -138,20 +150,6 @@ def _record_values(record: dict) -> list:
     if set(record) != set(RECORD_COLUMNS):
         raise Internal(f"record members {sorted(record)} do not match the store's columns")
     return [_dumps(record[k]) if k == "budget" else record[k] for k in RECORD_COLUMNS]
-
-
-def _corrupt(path: Path, exc: sqlite3.Error) -> StoreCorrupt:
-    return StoreCorrupt(f"the store file {path / DB_FILE} is damaged or not a DHP store "
-                        f"({exc}); retrying cannot help: restore a backup, or export what "
-                        "still verifies")
-
-
-def _open_error(path: Path, exc: sqlite3.Error) -> DHPError:
-    # SQLite's plain DatabaseError means the file's content is wrong; its subclasses
-    # (OperationalError: locked, unreadable, disk full, ...) may pass.
-    if type(exc) is sqlite3.DatabaseError:
-        return _corrupt(path, exc)
-    return Unavailable(f"cannot open the store at {path}: {exc}")
 
 
 class SQLiteTx(Tx):
@@ -195,7 +193,14 @@ class SQLiteTx(Tx):
         found = self.conn.execute(
             "SELECT record FROM checkpoints WHERE handoff_id = ? ORDER BY seq DESC LIMIT 1",
             (handoff_id,)).fetchone()
-        return json.loads(found[0]) if found else None
+        return _loads(found[0], "last checkpoint", handoff_id) if found else None
+
+    def checkpoint_hash(self, handoff_id: str, seq: int) -> str | None:
+        found = self.conn.execute(
+            "SELECT record FROM checkpoints WHERE handoff_id = ? AND seq = ?",
+            (handoff_id, seq)).fetchone()
+        record = _loads(found[0], f"checkpoint seq {seq}", handoff_id) if found else None
+        return record.get("hash") if isinstance(record, dict) else None
 
     def append_checkpoint(self, record: dict, *, text: str | None = None) -> None:
         self.append_checkpoints([(record, text)])
@@ -208,8 +213,12 @@ class SQLiteTx(Tx):
 
     def checkpoints(self, handoff_id: str) -> list[dict]:
         rows = self.conn.execute(
-            "SELECT record FROM checkpoints WHERE handoff_id = ? ORDER BY seq", (handoff_id,))
-        return [json.loads(r[0]) for r in rows]
+            "SELECT seq, record FROM checkpoints WHERE handoff_id = ? ORDER BY seq",
+            (handoff_id,))
+        return [_loads(r[1], f"checkpoint seq {r[0]}", handoff_id) for r in rows]
+
+    def handoff_ids(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT id FROM handoffs ORDER BY rowid")]
 
     def put_result(self, handoff_id: str, result_record: dict) -> None:
         self.conn.execute("UPDATE handoffs SET result = ? WHERE id = ?",
@@ -271,28 +280,52 @@ class SQLiteTx(Tx):
         return [r[0] for r in rows]
 
 
+_CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+
+
+def _store_error(exc: sqlite3.Error, where: str) -> Exception:
+    """The typed error of an SQLite failure: a damaged file is StoreCorrupt (retrying cannot
+    help), a busy or locked one Unavailable, anything else Internal."""
+    name = getattr(exc, "sqlite_errorname", None) or ""  # e.g. SQLITE_CORRUPT_INDEX
+    if name.startswith(_CORRUPT) or "malformed" in str(exc) or "not a database" in str(exc):
+        return StoreCorrupt(f"{where}: the database file is damaged or not a DHP store ({exc});"
+                            " retrying cannot help: restore a backup, or export what still "
+                            "verifies", requirement="DHP-SEC-005")
+    if isinstance(exc, sqlite3.OperationalError):
+        return Unavailable(f"{where}: {exc}")
+    return Internal(f"{where}: {exc}")
+
+
 class SQLiteStore(StoreBackend):
     """A store in folder `path`: `<path>/dhp.sqlite3` and the liveness locks beside it."""
 
     def __init__(self, path: str | os.PathLike, *, ttl: float = DEFAULT_TTL,
                  heartbeat_interval: float | None = None,
                  fsync_interval: float = DEFAULT_FSYNC_INTERVAL,
-                 clock: Callable[[], float] | None = None):
+                 clock: Callable[[], float] | None = None, limits: Limits | None = None):
         self.path = Path(path)
         if self.path.exists() and not self.path.is_dir():
             raise InvalidInput(f"store path {self.path} exists and is not a folder")
         self.ttl = ttl
+        if limits is not None:
+            if not isinstance(limits, Limits):
+                raise InvalidInput(f"limits must be a dhp.Limits, not {limits!r}",
+                                   requirement="DHP-LIM-001")
+            self.limits = limits
         self.heartbeat_interval = heartbeat_interval
         self.fsync_interval = fsync_interval
         self._synced_at = -math.inf  # time.monotonic() of this process's last fsynced commit
         self._unsynced = False  # a checkpoint committed since then waits for an fsync
         self._clock = clock or store_clock
-        self.liveness = liveness.for_folder(self.path / "liveness")
         self._lock = threading.RLock()
         self._busy_thread: int | None = None
         self._conn: sqlite3.Connection | None = None
         self._pid = -1
         self._connection()  # create and migrate now, so errors surface at open
+        # Keyed to the database file itself, not to the folder it was reached through: a
+        # symlinked dhp.sqlite3 must share its owners' liveness locks (DHP-LSE-005).
+        self.liveness = liveness.for_folder(
+            Path(os.path.realpath(self.path / DB_FILE)).parent / "liveness")
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
@@ -314,7 +347,7 @@ class SQLiteStore(StoreBackend):
                 conn.execute("PRAGMA synchronous=FULL")
                 self._migrate(conn)
             except sqlite3.Error as exc:
-                raise _open_error(self.path, exc) from None
+                raise _store_error(exc, f"cannot open the store at {self.path}") from None
             self._conn, self._pid = conn, os.getpid()
             self._synced_at, self._unsynced = -math.inf, False  # a new process: nothing yet
         return self._conn
@@ -408,12 +441,8 @@ class SQLiteStore(StoreBackend):
                 except BaseException as exc:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
-                    if isinstance(exc, sqlite3.OperationalError):
-                        raise Unavailable(f"store {self.path}: {exc}") from None
-                    if type(exc) is sqlite3.DatabaseError:  # "malformed", "not a database"
-                        raise _corrupt(self.path, exc) from None
                     if isinstance(exc, sqlite3.Error):
-                        raise Internal(f"store {self.path}: {exc}") from None
+                        raise _store_error(exc, f"store {self.path}") from None
                     raise
                 if conn.total_changes != changes_before:  # an empty commit syncs nothing
                     self._committed(sync, fsync)
@@ -423,8 +452,11 @@ class SQLiteStore(StoreBackend):
                 self._busy_thread = None
 
     def storage_check(self) -> list[str]:
-        with self._lock:
-            rows = self._connection().execute("PRAGMA integrity_check").fetchall()
+        try:
+            with self._lock:
+                rows = self._connection().execute("PRAGMA integrity_check").fetchall()
+        except sqlite3.Error as exc:  # a page too damaged for the check itself
+            return [f"sqlite integrity_check failed: {exc}"]
         found = [r[0] for r in rows]
         return [] if found == ["ok"] else [f"sqlite integrity_check: {p}" for p in found]
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dhp.core import chain, machine
+from dhp.core import chain, limits, machine
 from dhp.core.backend import StoreBackend
 from dhp.core.clock import rfc3339
 from dhp.core.envelope import check_envelope
@@ -115,6 +115,8 @@ class _Request:
     out: list[str | DHPError] = field(default_factory=list)
     error: BaseException | None = None
     done: bool = False
+    # id(result record) -> its violations of the output schema, judged before the lock
+    problems: dict[int, list[dict]] = field(default_factory=dict)
 
 
 class Ingest:
@@ -142,6 +144,7 @@ class Ingest:
         served together by the next one, so one fsync acknowledges many connections' frames
         (each item is still decided on its own)."""
         request = _Request(list(items), atomic, parsed)
+        request.problems = self._judge_results(request.items)
         with self._queue_mutex:
             self._queue.append(request)
         with self._lock:
@@ -154,6 +157,26 @@ class Ingest:
         if request.error is not None:
             raise request.error
         return request.out
+
+    def _judge_results(self, items: list[tuple[str, Any]]) -> dict[int, list[dict]]:
+        """Validate the results among `items` against their output schemas before any write
+        lock is taken (DHP-LIM-008): a costly schema must not stall other connections."""
+        envelopes = {obj.get("handoff_id"): obj for kind, obj in items
+                     if kind == "envelope" and isinstance(obj, dict)}
+        out = {}
+        for kind, obj in items:
+            if kind != "result" or not isinstance(obj, dict) or "result" not in obj:
+                continue
+            envelope = envelopes.get(obj.get("handoff_id"))
+            if envelope is None and isinstance(obj.get("handoff_id"), str):
+                with self.store.transaction(write=False) as tx:
+                    row = tx.get(obj["handoff_id"])
+                envelope = row["envelope"] if row else None
+            try:
+                out[id(obj)] = result_errors(envelope, obj["result"])
+            except (DHPError, KeyError, TypeError):
+                continue  # a bad envelope or record: judged (and refused) in the transaction
+        return out
 
     def _serve(self, requests: list[_Request]) -> None:
         """One transaction for `requests` (lock held); results or the error onto each."""
@@ -180,7 +203,7 @@ class Ingest:
 
     def _decide(self, batch: _Batch, kind: str, obj: Any, request: _Request) -> str | DHPError:
         try:
-            return self._one(batch, kind, obj, request.parsed)
+            return self._one(batch, kind, obj, request)
         except DHPError as exc:
             if request.atomic:
                 raise
@@ -193,13 +216,13 @@ class Ingest:
 
     # --- the three kinds ---
 
-    def _one(self, batch: _Batch, kind: str, obj: Any, parsed: bool) -> str:
+    def _one(self, batch: _Batch, kind: str, obj: Any, request: _Request) -> str:
         if kind == "envelope":
             return self._envelope(batch, obj)
         if kind == "checkpoint":
-            return self._checkpoint(batch, obj, parsed)
+            return self._checkpoint(batch, obj, request.parsed)
         if kind == "result":
-            return self._result(batch, obj, parsed)
+            return self._result(batch, obj, request)
         raise InvalidInput(f"unknown item kind {kind!r}; expected one of {KINDS}",
                            requirement="DHP-TRN-001")
 
@@ -236,6 +259,7 @@ class Ingest:
         if row["result"] is not None:
             raise Conflict(f"handoff {hid} is completed here; its chain is closed",
                            requirement="DHP-TRN-019")
+        limits.check_fence(record["fence"], f"checkpoint seq {seq} of {hid}")
         _continue(stored, hid, parsed).add(record)  # hash, seq, prev, fence (DHP-CKP-002..008)
         _check_peer_state(row, record["fence"], batch.now)
         batch.appends.append((record, stored.verifier.last_text))  # written by flush()
@@ -252,7 +276,8 @@ class Ingest:
         batch.dirty.add(hid)
         return STORED
 
-    def _result(self, batch: _Batch, record: Any, parsed: bool) -> str:
+    def _result(self, batch: _Batch, record: Any, request: _Request) -> str:
+        parsed = request.parsed
         chain.check_result_shape(record)
         hid = record["handoff_id"]
         row = batch.known(hid, "the result")
@@ -266,7 +291,9 @@ class Ingest:
                                  requirement="DHP-TRN-016")
         stored = batch.chain(hid)
         _continue(stored, hid, parsed).add_result(record)  # prev, fence (DHP-RES-005)
-        problems = result_errors(row["envelope"], record["result"])
+        problems = request.problems.get(id(record))
+        if problems is None:  # its envelope was not known before the lock (rare)
+            problems = result_errors(row["envelope"], record["result"])
         if problems:
             listing = "; ".join(f"{p['path']}: {p['message']}" for p in problems)
             raise SchemaViolation(f"the result does not satisfy the output schema: {listing}",

@@ -15,6 +15,7 @@ durable: one fsync covers a batch, which is what makes pipelined shipping fast.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import hashlib
 import hmac
@@ -26,7 +27,7 @@ import select
 import socket
 import ssl
 import threading
-import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +48,12 @@ VERSIONS = ("1.0",)  # transport protocol versions this implementation speaks, p
 DEFAULT_PORT = 7461
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024  # bytes, LF excluded (DHP-TRN-002, DHP-SEC-002)
 MIN_MAX_FRAME = 64 * 1024
-MIN_SECRET = 16
+HANDSHAKE_MAX_FRAME = 4096  # bytes of one frame before authentication (DHP-TRN-033)
+MIN_SECRET = 32
+MIN_DISTINCT_SECRET_BYTES = 10
 _RECV = 256 * 1024
+_STREAM_LIMIT = 16 * 1024  # asyncio pauses reading a connection whose buffer passes 2x this
+_PREAUTH_READ = 8 * 1024  # bytes read from the socket at a time before authentication
 
 log = logging.getLogger("dhp.transport")
 
@@ -56,15 +61,29 @@ log = logging.getLogger("dhp.transport")
 # --- secrets and proofs ----------------------------------------------------------------------
 
 def check_secret(secret: str | bytes) -> bytes:
-    """The shared secret as bytes; refuses one shorter than 16 bytes (DHP-TRN-013)."""
+    """The shared secret as bytes. The server's challenge lets anyone who connects test
+    guesses of the secret offline, so only a machine-made secret is safe: one shorter than
+    32 bytes, or with fewer than 10 distinct byte values (a word, a repeated pattern), is
+    refused (DHP-TRN-013). `generate_secret()` makes a good one."""
     if isinstance(secret, str):
         secret = secret.encode("utf-8")
     if not isinstance(secret, (bytes, bytearray)):
         raise InvalidInput("the transport secret must be bytes or str", requirement="DHP-TRN-013")
     if len(secret) < MIN_SECRET:
         raise InvalidInput(f"the transport secret has {len(secret)} bytes; at least {MIN_SECRET} "
-                           "are required (32 random bytes recommended)", requirement="DHP-TRN-013")
+                           "are required: generate one with `dhp-transport --generate-secret "
+                           "FILE`", requirement="DHP-TRN-013")
+    if len(set(secret)) < MIN_DISTINCT_SECRET_BYTES:
+        raise InvalidInput(f"the transport secret has only {len(set(secret))} distinct byte "
+                           "values: it is guessable offline from one challenge; generate one "
+                           "with `dhp-transport --generate-secret FILE`",
+                           requirement="DHP-TRN-013")
     return bytes(secret)
+
+
+def generate_secret() -> str:
+    """A shared secret of 32 random bytes, as 64 hex digits (DHP-TRN-012)."""
+    return secrets.token_hex(32)
 
 
 def load_secret(path: str | os.PathLike) -> bytes:
@@ -247,9 +266,9 @@ def _readable(sock: socket.socket) -> bool:
         return False
 
 
-def _too_large(limit: int) -> FrameTooLarge:
+def _too_large(limit: int, requirement: str = "DHP-TRN-002") -> FrameTooLarge:
     return FrameTooLarge(f"frame longer than the maximum of {limit} bytes",
-                         requirement="DHP-TRN-002")
+                         requirement=requirement)
 
 
 def _error_frame(exc: DHPError, frame_id: int | None = None) -> dict:
@@ -266,39 +285,98 @@ def _error_frame(exc: DHPError, frame_id: int | None = None) -> dict:
 
 # --- the server ------------------------------------------------------------------------------
 
+class _Frames:
+    """LF-delimited frames from an asyncio stream. The buffer is a bytearray (appends and
+    cuts without quadratic copies) and never holds more than `limit` bytes of one unfinished
+    frame: `limit` is small before authentication and `max_frame` after (DHP-TRN-002)."""
+
+    def __init__(self, reader: asyncio.StreamReader, limit: int, deadline: float):
+        self.reader, self.limit, self.deadline = reader, limit, deadline
+        self.requirement = "DHP-TRN-033"  # the limit before authentication
+        self.buf = bytearray()
+
+    async def next(self) -> list[bytes]:
+        """Every complete frame that has arrived, waiting for at least one until `deadline`
+        (loop time). Raises ConnectionError at EOF, FrameTooLarge for an oversized frame and
+        asyncio.TimeoutError past the deadline."""
+        loop = asyncio.get_running_loop()
+        while True:
+            end = self.buf.rfind(b"\n")
+            if end >= 0:
+                lines = bytes(self.buf[:end]).split(b"\n")
+                del self.buf[:end + 1]
+                if any(len(line) > self.limit for line in lines) or len(self.buf) > self.limit:
+                    raise _too_large(self.limit, self.requirement)
+                return lines
+            if len(self.buf) > self.limit:
+                raise _too_large(self.limit, self.requirement)
+            try:
+                data = await asyncio.wait_for(
+                    self.reader.read(min(_RECV, self.limit + 1 - len(self.buf))),
+                    max(0.0, self.deadline - loop.time()))
+            except (ConnectionResetError, BrokenPipeError):  # asyncio: "Connection lost"
+                raise ConnectionResetError("connection reset by peer" + (
+                    " in the middle of a frame" if self.buf else "")) from None
+            if not data:
+                raise ConnectionError("connection closed by the peer"
+                                      + (" in the middle of a frame" if self.buf else ""))
+            self.buf += data
+
+    async def one(self) -> bytes:
+        """The next frame (handshake: exactly one is expected at a time)."""
+        lines = await self.next()
+        if len(lines) > 1:
+            self.buf[:0] = b"\n".join(lines[1:]) + b"\n"
+        return lines[0]
+
+
+class _Refused(Exception):
+    """The connection was refused (and logged); the handler just closes it."""
+
+
 class TransportServer:
     """Receives shipped handoffs into the store at `root` (a folder, or a StoreBackend).
 
-    One thread per connection; many shippers at once. `port=0` picks a free port (read
-    `server.port` after `start()`). Every connection and every rejection is logged on the
-    `dhp.transport` logger, one line each."""
+    One asyncio event loop in a background thread serves every connection (no thread per
+    connection); store transactions run on a small pool of `ingest_threads`, where
+    concurrent connections' batches share a transaction (group commit). Before
+    authentication a frame may be at most `handshake_max_frame` bytes and the whole
+    handshake must finish within `handshake_timeout`; one peer address may hold at most
+    `max_per_peer` of the `max_connections` connections; an authenticated connection that
+    completes no frame for `idle_timeout` seconds is closed (DHP-TRN-008, DHP-TRN-033,
+    DHP-TRN-034).
+    `port=0` picks a free port (read `server.port` after `bind()` or `start()`). Every
+    connection and every rejection is logged on the `dhp.transport` logger, one line each."""
 
     def __init__(self, root: str | os.PathLike | StoreBackend, host: str = "127.0.0.1",
                  port: int = DEFAULT_PORT, *, secret: str | bytes,
                  ssl_context: ssl.SSLContext | None = None, max_frame: int = DEFAULT_MAX_FRAME,
                  handshake_timeout: float = 10.0, idle_timeout: float = 600.0,
-                 max_connections: int = 512):
+                 max_connections: int = 512, max_per_peer: int = 64,
+                 handshake_max_frame: int = HANDSHAKE_MAX_FRAME, ingest_threads: int = 4):
+        if not isinstance(max_frame, int) or max_frame < MIN_MAX_FRAME:
+            raise InvalidInput(f"max_frame must be an integer >= {MIN_MAX_FRAME}",
+                               requirement="DHP-TRN-002")
+        self.secret = check_secret(secret)
         if isinstance(root, StoreBackend):
             self.store, self._own_store = root, False
         else:
             self.store, self._own_store = Store(root), True
         self.host, self.port = host, port
-        self.secret = check_secret(secret)
         self.ssl_context = ssl_context
-        if not isinstance(max_frame, int) or max_frame < MIN_MAX_FRAME:
-            raise InvalidInput(f"max_frame must be an integer >= {MIN_MAX_FRAME}",
-                               requirement="DHP-TRN-002")
-        self.max_frame = max_frame
+        self.max_frame, self.handshake_max_frame = max_frame, handshake_max_frame
         self.handshake_timeout, self.idle_timeout = handshake_timeout, idle_timeout
-        self.max_connections = max_connections
+        self.max_connections, self.max_per_peer = max_connections, max_per_peer
         self.ingest = Ingest(self.store)
         self.stats: collections.Counter[str] = collections.Counter()
-        self._stats_mutex = threading.Lock()
+        self._pool = ThreadPoolExecutor(ingest_threads, thread_name_prefix="dhp-ingest")
         self._listener: socket.socket | None = None
-        self._conns: set[socket.socket] = set()
-        self._mutex = threading.Lock()
-        self._stopping = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self._open = 0
+        self._per_peer: collections.Counter[str] = collections.Counter()
         self._seq = 0
 
     # --- life cycle ---
@@ -311,6 +389,7 @@ class TransportServer:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(address)
             sock.listen(128)
+            sock.setblocking(False)
             self._listener = sock
             self.port = sock.getsockname()[1]
             log.info("listening on %s:%d (tls=%s, max_frame=%d, store=%s)", self.host,
@@ -320,51 +399,59 @@ class TransportServer:
     def start(self) -> TransportServer:
         """Bind and serve in a background thread; returns self."""
         self.bind()
-        self._thread = threading.Thread(target=self.serve_forever, daemon=True,
-                                        name="dhp-transport-accept")
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self.serve_forever, args=(ready,), daemon=True,
+                                        name="dhp-transport")
         self._thread.start()
+        ready.wait(30)
         return self
 
-    def serve_forever(self) -> None:
+    def serve_forever(self, ready: threading.Event | None = None) -> None:
+        """Serve until stop() (from another thread)."""
         self.bind()
+        loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(self._main(loop, ready))
+        finally:
+            loop.close()
+
+    async def _main(self, loop: asyncio.AbstractEventLoop, ready: threading.Event | None) -> None:
+        self._loop, self._closed = loop, asyncio.Event()
+        accepting = loop.create_task(self._accept_forever(loop))
+        if ready is not None:
+            ready.set()
+        await self._closed.wait()
+        accepting.cancel()
         assert self._listener is not None
-        while not self._stopping.is_set():
+        self._listener.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(accepting, *self._tasks, return_exceptions=True)
+
+    async def _accept_forever(self, loop: asyncio.AbstractEventLoop) -> None:
+        assert self._listener is not None
+        while True:
             try:
-                conn, addr = self._listener.accept()
+                conn, addr = await loop.sock_accept(self._listener)
             except OSError:
-                if self._stopping.is_set():
-                    return
-                time.sleep(0.05)  # e.g. out of file descriptors: do not spin
+                await asyncio.sleep(0.05)  # e.g. out of file descriptors: do not spin
                 continue
-            with self._mutex:
-                if len(self._conns) >= self.max_connections:
-                    log.warning("rejected %s: too many connections", _addr(addr))
-                    conn.close()
-                    continue
-                self._conns.add(conn)
-                self._seq += 1
-                session = f"c{self._seq}"
-            threading.Thread(target=self._serve, args=(conn, addr, session), daemon=True,
-                             name=f"dhp-transport-{session}").start()
+            task = loop.create_task(self._serve(loop, conn, addr))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     def stop(self) -> None:
         """Stop accepting, cut every connection, close the store if this server opened it."""
-        self._stopping.set()
-        if self._listener is not None:
+        if self._loop is not None and self._closed is not None:
             try:
-                self._listener.shutdown(socket.SHUT_RDWR)  # wakes accept(); close alone does not
-            except OSError:
-                pass
-            self._listener.close()
-        with self._mutex:
-            conns = list(self._conns)
-        for conn in conns:
-            _shutdown(conn)
+                self._loop.call_soon_threadsafe(self._closed.set)
+            except RuntimeError:
+                pass  # the loop has ended already
         if self._thread is not None:
-            self._thread.join(5)
-        deadline = time.monotonic() + 5
-        while self._conns and time.monotonic() < deadline:
-            time.sleep(0.01)
+            self._thread.join(10)
+        elif self._listener is not None:
+            self._listener.close()
+        self._pool.shutdown(wait=True)
         if self._own_store:
             self.store.close()
 
@@ -376,172 +463,213 @@ class TransportServer:
 
     # --- one connection ---
 
-    def _serve(self, raw: socket.socket, addr: Any, session: str) -> None:
-        peer, sock = _addr(addr), raw
+    async def _serve(self, loop: asyncio.AbstractEventLoop, conn: socket.socket,
+                     addr: Any) -> None:
+        peer, host = _addr(addr), str(addr[0]) if isinstance(addr, tuple) else "?"
+        self._seq += 1
+        session = f"c{self._seq}"
         self._count("connections")
-        expired = threading.Event()
-
-        def expire() -> None:
-            expired.set()
-            self._reject(peer, session, "handshake not completed within "
-                         f"{self.handshake_timeout:g} s")
-            _shutdown(raw)  # wakes the blocked read or write of this connection's thread
-
-        # One deadline for the whole handshake, TLS included, rather than a timeout per read:
-        # a peer sending a byte at a time cannot hold the connection open (DHP-TRN-008).
-        deadline = threading.Timer(self.handshake_timeout, expire)
-        deadline.daemon = True
-        deadline.start()
+        if self._open >= self.max_connections or self._per_peer[host] >= self.max_per_peer:
+            why = ("too many connections" if self._open >= self.max_connections
+                   else f"{host} holds {self.max_per_peer} connections already")
+            self._reject(peer, session, why)
+            conn.close()
+            return
+        self._open += 1
+        self._per_peer[host] += 1
+        writer = None
         try:
-            raw.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if self.ssl_context is not None:
-                try:
-                    sock = self.ssl_context.wrap_socket(raw, server_side=True)
-                except (ssl.SSLError, OSError) as exc:
-                    if not expired.is_set():
-                        self._reject(peer, session, f"TLS handshake failed: {exc}")
-                    return
-            reader = _Reader(sock, self.max_frame)
-            name = self._handshake(sock, reader, peer, session)
-            deadline.cancel()
-            if name is None:
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            # One deadline for the whole handshake, TLS included: a peer sending a byte at a
+            # time cannot hold the connection open (DHP-TRN-008).
+            deadline = loop.time() + self.handshake_timeout
+            try:
+                reader, writer = await asyncio.wait_for(self._open_streams(loop, conn),
+                                                        self.handshake_timeout)
+            except (ssl.SSLError, OSError, ConnectionError) as exc:
+                self._reject(peer, session, f"TLS handshake failed: {exc!r}")
                 return
+            except asyncio.TimeoutError:
+                self._reject(peer, session, "handshake not completed within "
+                             f"{self.handshake_timeout:g} s")
+                return
+            frames = _Frames(reader, self.handshake_max_frame, deadline)
+            _read_size(writer, _PREAUTH_READ)  # small reads until the peer is authenticated
+            try:
+                name = await self._handshake(writer, frames, peer, session)
+            except asyncio.TimeoutError:
+                self._reject(peer, session, "handshake not completed within "
+                             f"{self.handshake_timeout:g} s")
+                return
+            frames.limit, frames.requirement = self.max_frame, "DHP-TRN-002"
+            _read_size(writer, _RECV)
             log.info("connection %s from %s: authenticated shipper %r (tls=%s)", session, peer,
                      name, "on" if self.ssl_context else "off")
-            sock.settimeout(self.idle_timeout)
-            self._receive(sock, reader, peer, session)
+            await self._receive(writer, frames, peer, session)
+        except _Refused:
+            pass
         except FrameTooLarge as exc:
             self._reject(peer, session, exc.message)
-            _send(sock, _error_frame(exc))
-        except (OSError, ConnectionError, ssl.SSLError) as exc:
-            log.info("connection %s from %s closed: %s", session, peer, exc or "timeout")
+            await _send(writer, _error_frame(exc))
+        except (ConnectionResetError, BrokenPipeError):  # asyncio says only "Connection lost"
+            log.info("connection %s from %s closed: connection reset by peer", session, peer)
+        except (OSError, ConnectionError, ssl.SSLError, asyncio.IncompleteReadError) as exc:
+            log.info("connection %s from %s closed: %s", session, peer, exc or "reset")
         except Exception as exc:  # a bug must not kill the server, only this connection
             log.exception("connection %s from %s: internal error", session, peer)
-            _send(sock, _error_frame(Internal(f"internal error: {exc}")))
+            await _send(writer, _error_frame(Internal(f"internal error: {exc}")))
         finally:
-            deadline.cancel()
-            with self._mutex:
-                self._conns.discard(raw)
-            try:
-                sock.close()
-            except OSError:
-                pass
+            self._open -= 1
+            self._per_peer[host] -= 1
+            if not self._per_peer[host]:
+                del self._per_peer[host]
+            if writer is not None:
+                writer.transport.abort()
+            else:
+                conn.close()
 
-    def _count(self, key: str) -> None:
-        with self._stats_mutex:
-            self.stats[key] += 1
+    async def _open_streams(self, loop: asyncio.AbstractEventLoop, conn: socket.socket) -> tuple:
+        """Streams over an accepted socket, after the TLS handshake when TLS is on."""
+        reader = asyncio.StreamReader(limit=_STREAM_LIMIT, loop=loop)
+        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+        transport, _ = await loop.connect_accepted_socket(
+            lambda: protocol, conn, ssl=self.ssl_context,
+            ssl_handshake_timeout=self.handshake_timeout if self.ssl_context else None)
+        return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
+
+    def _count(self, key: str, n: int = 1) -> None:
+        self.stats[key] += n  # only the loop's thread writes stats
 
     def _reject(self, peer: str, session: str, why: str) -> None:
         self._count("rejected_connections")
         log.warning("rejected connection %s from %s: %s", session, peer, why)
 
-    def _refuse(self, sock: socket.socket, peer: str, session: str, exc: DHPError) -> None:
+    async def _refuse(self, writer: asyncio.StreamWriter, peer: str, session: str,
+                      exc: DHPError) -> None:
         self._reject(peer, session, f"{exc.code}: {exc.message}")
-        _send(sock, _error_frame(exc))
+        await _send(writer, _error_frame(exc))
+        raise _Refused
 
-    def _before_auth(self, sock: socket.socket, reader: _Reader, peer: str, session: str,
-                     kind: str, why: str) -> dict | None:
+    async def _before_auth(self, writer: asyncio.StreamWriter, frames: _Frames, peer: str,
+                           session: str, kind: str, why: str) -> dict:
         """The next handshake frame, which must be of `kind`; anything else refuses the
-        connection (DHP-TRN-006) and gives None."""
+        connection (DHP-TRN-006)."""
         try:
-            frame = parse(reader.one())
+            frame = parse(await frames.one())
             if not isinstance(frame, dict) or frame.get("type") != kind:
                 raise InvalidInput(f"{why}; nothing is accepted before authentication",
                                    requirement="DHP-TRN-006")
             return check_frame(frame, kind)
         except InvalidInput as exc:
-            self._refuse(sock, peer, session, exc)
-            return None
+            await self._refuse(writer, peer, session, exc)
+            raise  # not reached: _refuse raises
 
-    def _handshake(self, sock: socket.socket, reader: _Reader, peer: str,
-                   session: str) -> str | None:
+    async def _handshake(self, writer: asyncio.StreamWriter, frames: _Frames, peer: str,
+                         session: str) -> str:
         """hello -> challenge -> auth -> welcome (DHP-TRN-004..006). Returns the shipper's
-        name, or None after refusing the connection."""
-        hello = self._before_auth(sock, reader, peer, session, "hello",
-                                  "the first frame of a connection must be hello")
-        if hello is None:
-            return None
+        name; raises _Refused after refusing the connection."""
+        hello = await self._before_auth(writer, frames, peer, session, "hello",
+                                        "the first frame of a connection must be hello")
         version = next((v for v in VERSIONS if v in hello["versions"]), None)
         if version is None:
-            self._refuse(sock, peer, session, UnsupportedVersion(
+            await self._refuse(writer, peer, session, UnsupportedVersion(
                 f"no common transport version: the shipper speaks {hello['versions']}, this "
                 f"server {list(VERSIONS)}", requirement="DHP-TRN-004"))
-            return None
         nonce = secrets.token_hex(32)
-        _send(sock, {"type": "challenge", "version": version, "nonce": nonce,
-                     "proof": proof(self.secret, "server", version, hello["nonce"], nonce),
-                     "max_frame": self.max_frame})
-        auth = self._before_auth(sock, reader, peer, session, "auth", "expected the auth frame")
-        if auth is None:
-            return None
+        await _send(writer, {"type": "challenge", "version": version, "nonce": nonce,
+                             "proof": proof(self.secret, "server", version, hello["nonce"],
+                                            nonce),
+                             "max_frame": self.max_frame})
+        auth = await self._before_auth(writer, frames, peer, session, "auth",
+                                       "expected the auth frame")
         expected = proof(self.secret, "client", version, hello["nonce"], nonce)
         if not hmac.compare_digest(expected, auth["proof"]):
-            self._refuse(sock, peer, session, IntegrityError(
+            await self._refuse(writer, peer, session, IntegrityError(
                 "authentication failed: the proof does not match the shared secret",
                 requirement="DHP-TRN-006"))
-            return None
-        _send(sock, {"type": "welcome", "session": session})
+        await _send(writer, {"type": "welcome", "session": session})
         return hello.get("shipper", "")
 
-    def _receive(self, sock: socket.socket, reader: _Reader, peer: str, session: str) -> None:
+    async def _receive(self, writer: asyncio.StreamWriter, frames: _Frames, peer: str,
+                       session: str) -> None:
         """Data frames until the shipper leaves: each batch of arrived frames is verified and
-        stored in one durable transaction, then answered in order (DHP-TRN-017/018)."""
-        while not self._stopping.is_set():
+        stored in one durable transaction, then answered in order (DHP-TRN-017/018). A
+        connection that completes no frame within idle_timeout is closed (DHP-TRN-035)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            frames.deadline = loop.time() + self.idle_timeout
             try:
-                lines = reader.frames(drain=True)  # one transaction for all that arrived
-            except ConnectionError:
+                lines = await frames.next()
+            except asyncio.TimeoutError:
+                log.info("connection %s from %s closed: no complete frame in %g s", session,
+                         peer, self.idle_timeout)
                 return
-            answers: list[dict | bytes | None] = []
-            items, where = [], []
-            closing: DHPError | None = None
-            for line in lines:
-                frame = None  # a line that does not parse has no id (not the previous frame's)
-                try:
-                    frame = parse(line)
-                    if isinstance(frame, dict) and frame.get("type") == "bye" and len(frame) == 1:
-                        closing = closing or _BYE
-                        break
-                    kind, frame_id, payload = data_frame(frame)
-                except InvalidInput as exc:
-                    frame_id = frame.get("id") if isinstance(frame, dict) else None
-                    if not _is_id(frame_id):
-                        closing = exc  # no id to answer to: the stream cannot be trusted
-                        break
-                    answers.append(_error_frame(exc, frame_id))
-                    continue
-                answers.append(None)
-                items.append((kind, payload))
-                where.append((len(answers) - 1, frame_id, kind, payload))
+            except ConnectionError as exc:
+                log.info("connection %s from %s closed: %s", session, peer, exc or "reset")
+                return
+            answers, items, where, closing = self._read_batch(lines, peer, session)
             if items:
                 try:
-                    outcomes = self.ingest.apply(items, parsed=True)
+                    outcomes = await loop.run_in_executor(
+                        self._pool, lambda items=items: self.ingest.apply(items, parsed=True))
                 except DHPError as exc:  # the store failed (not definite): the shipper retries
                     outcomes = [exc] * len(items)
-                counts: collections.Counter[str] = collections.Counter()
                 for (slot, frame_id, kind, payload), outcome in zip(where, outcomes,
                                                                      strict=True):
                     if isinstance(outcome, DHPError):
-                        counts["rejected_frames"] += 1
+                        self._count("rejected_frames")
                         log.warning("rejected %s frame %d on %s from %s (%s): %s", kind,
                                     frame_id, session, peer, _about(kind, payload), outcome)
                         answers[slot] = _error_frame(outcome, frame_id)
                     else:
-                        counts["duplicates" if outcome == DUPLICATE else "stored"] += 1
+                        self._count("duplicates" if outcome == DUPLICATE else "stored")
                         answers[slot] = (b'{"type":"ack","id":%d,"duplicate":true}\n'
                                          % frame_id if outcome == DUPLICATE
                                          else b'{"type":"ack","id":%d}\n' % frame_id)
-                with self._stats_mutex:
-                    self.stats.update(counts)
             if answers:
-                sock.sendall(b"".join(a if isinstance(a, bytes) else encode(a)
+                writer.write(b"".join(a if isinstance(a, bytes) else encode(a)
                                       for a in answers if a is not None))
+                await writer.drain()
             if closing is _BYE:
-                _send(sock, {"type": "bye"})
+                await _send(writer, {"type": "bye"})
                 return
             if closing is not None:
-                self._refuse(sock, peer, session, closing)
-                return
+                await self._refuse(writer, peer, session, closing)
+
+    def _read_batch(self, lines: list[bytes], peer: str, session: str) -> tuple:
+        """Parse a batch of frames: the answer slots, the data items for ingest, where each
+        item's answer goes, and why the connection must close (bye, or a frame without an
+        id to answer to). Frames refused for their shape are answered and logged."""
+        answers: list[dict | bytes | None] = []
+        items, where = [], []
+        closing: DHPError | None = None
+        for line in lines:
+            frame = None  # a line that does not parse has no id (not the previous frame's)
+            try:
+                try:
+                    frame = parse(line)
+                    if isinstance(frame, dict) and frame.get("type") == "bye" \
+                            and len(frame) == 1:
+                        closing = _BYE
+                        break
+                    kind, frame_id, payload = data_frame(frame)
+                except RecursionError:
+                    raise InvalidInput("frame nested too deeply to check",
+                                       requirement="DHP-SEC-002") from None
+            except InvalidInput as exc:
+                frame_id = frame.get("id") if isinstance(frame, dict) else None
+                if not _is_id(frame_id):
+                    closing = exc  # no id to answer to: the stream cannot be trusted
+                    break
+                self._count("rejected_frames")
+                log.warning("rejected frame %d on %s from %s: %s", frame_id, session, peer, exc)
+                answers.append(_error_frame(exc, frame_id))
+                continue
+            answers.append(None)
+            items.append((kind, payload))
+            where.append((len(answers) - 1, frame_id, kind, payload))
+        return answers, items, where, closing
 
 
 _BYE = Internal("bye")
@@ -558,14 +686,25 @@ def _addr(addr: Any) -> str:
     return f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) and len(addr) >= 2 else str(addr)
 
 
-def _shutdown(sock: socket.socket) -> None:
+def _read_size(writer: asyncio.StreamWriter, size: int) -> None:
+    """How much the transport reads from the socket at a time (asyncio's default is 256 KiB):
+    small before authentication, so idle junk connections cost little memory. A TLS
+    transport reads through its own layer and keeps its default."""
+    transport = writer.transport
+    if hasattr(transport, "max_size"):
+        transport.max_size = size
+
+
+async def _send(writer: asyncio.StreamWriter, frame: dict) -> None:
     try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
+        writer.write(encode(frame))
+        await asyncio.wait_for(writer.drain(), 10)
+    except (OSError, ConnectionError, asyncio.TimeoutError):
         pass
 
 
-def _send(sock: socket.socket, frame: dict) -> None:
+def _send_blocking(sock: socket.socket, frame: dict) -> None:
+    """A frame on a blocking socket (the shipper's side)."""
     try:
         sock.sendall(encode(frame))
     except OSError:

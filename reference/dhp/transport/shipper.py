@@ -35,7 +35,7 @@ from dhp.transport.server import (
     DEFAULT_PORT,
     VERSIONS,
     _Reader,
-    _send,
+    _send_blocking,
     check_frame,
     check_secret,
     encode,
@@ -143,6 +143,9 @@ class NetShipper:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.acked = 0
         self.rejected: list[tuple[int, DHPError]] = []
+        # handoff id -> why a frame of it could not be queued: nothing later of it is
+        # shipped (it would only meet seq-gap refusals) and flush() reports False.
+        self.unshippable: dict[str, DHPError] = {}
         self.last_error: BaseException | None = None
         self.connected = False
         self._cond = threading.Condition()
@@ -190,7 +193,8 @@ class NetShipper:
             return self._end - self._acked_off
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every queued frame is acknowledged or rejected; False on timeout."""
+        """Wait until every queued frame is acknowledged or rejected; False on timeout, and
+        False when a handoff could not be shipped at all (`unshippable`)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while self._acked_off < self._end:
@@ -198,7 +202,7 @@ class NetShipper:
                 if left is not None and left <= 0:
                     return False
                 self._cond.wait(left if left is not None else 1.0)
-            return True
+            return not self.unshippable
 
     def close(self, timeout: float = 5.0) -> bool:
         """Flush for up to `timeout` seconds, then stop. Returns whether all was delivered;
@@ -230,6 +234,8 @@ class NetShipper:
         with self._cond:
             if self._closing:
                 raise Unavailable("the shipper is closed")
+            if hid in self.unshippable:
+                raise self.unshippable[hid]
             frames = []
             if always_envelope or hid not in self._announced:
                 check_envelope(envelope)
@@ -240,8 +246,11 @@ class NetShipper:
                 key = "envelope" if kind == "envelope" else "record"
                 line = encode({"type": kind, "id": self._next_id, key: payload})
                 if len(line) - 1 > self.max_frame:
-                    raise InvalidInput(f"a {kind} frame of {len(line) - 1} bytes exceeds the "
-                                       f"maximum of {self.max_frame}", requirement="DHP-TRN-002")
+                    self.unshippable[hid] = InvalidInput(
+                        f"a {kind} frame of {len(line) - 1} bytes exceeds the maximum of "
+                        f"{self.max_frame}: handoff {hid} can no longer be shipped",
+                        requirement="DHP-TRN-002")
+                    raise self.unshippable[hid]
                 lines.append(line)
                 ids.append(self._next_id)
                 self._next_id += 1
@@ -347,7 +356,7 @@ class NetShipper:
         while True:
             with self._cond:
                 if self._closing:
-                    _send(sock, {"type": "bye"})
+                    _send_blocking(sock, {"type": "bye"})
                     return
                 if self._acked_off >= self.compact_bytes and self._acked_off * 2 >= self._end:
                     self._compact()
