@@ -29,8 +29,8 @@ with action one of lead, follow, resign, orphan, dead_letter, lost_leadership, e
 is the handoff's fence (the leadership fence for leadership actions).
 
 Command line: `dhp-supervisor ROOT ID [SECONDS] [--once] [--interval S] [--ttl S]` (also
-`dhp supervisor`): ROOT is the store (a folder or a postgresql:// URL), ID names this supervisor, SECONDS bounds how long
-it runs (default: until stopped).
+`dhp supervisor`): ROOT is the store (a folder or a postgresql:// URL), ID names this
+supervisor, SECONDS bounds how long it runs (default: until stopped).
 """
 
 from __future__ import annotations
