@@ -53,7 +53,7 @@ class ProcessLock:
         self.conn: psycopg.Connection | None = None
         self.mutex = threading.Lock()
         self.watchdog: threading.Thread | None = None
-        self.relocks = 0  # how often the lock was taken again after its session was lost
+        self.locked = 0  # how often the lock was taken: more than once after a lost session
 
     def hold(self) -> None:
         """Take the lock now unless held; start the watchdog once."""
@@ -67,11 +67,13 @@ class ProcessLock:
 
     def _lock(self) -> None:
         try:
-            conn = psycopg.connect(self.conninfo, **self.kwargs)
+            conn = psycopg.connect(self.conninfo, **{
+                **self.kwargs, "application_name": f"dhp-liveness {os.getpid()}"})
             conn.execute("SELECT pg_advisory_lock(%s)", (_key(incarnation()),))
         except psycopg.Error as exc:
             raise Unavailable(f"cannot take the liveness lock: {exc}".strip()) from None
         self.conn = conn
+        self.locked += 1
 
     def _watch(self) -> None:
         while True:
@@ -94,7 +96,6 @@ class ProcessLock:
                 if self.conn is None:
                     try:
                         self._lock()
-                        self.relocks += 1
                     except Unavailable:
                         continue
 

@@ -64,6 +64,7 @@ SERVER_KEEPALIVES = {"tcp_keepalives_idle": 5, "tcp_keepalives_interval": 1,
 CLIENT_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 1,
                      "keepalives_count": 3, "tcp_user_timeout": 10_000, "connect_timeout": 10}
 POOL_MAX = 4  # per process: the main thread, heartbeat threads, a supervisor
+POOL_WAIT_S = 10.0  # the longest a call waits for a connection (server restarting, pool busy)
 
 # Each entry is one migration: the statements that take the schema from version i to i + 1.
 # `{s}` is the store's (validated, quoted) schema.
@@ -331,7 +332,8 @@ class PostgresStore(StoreBackend):
         self.heartbeat_interval = heartbeat_interval
         self.clock = clock  # tests only: replaces the server's clock
         self.pool_max = pool_max
-        self._kwargs = {**CLIENT_KEEPALIVES, "autocommit": True, "options": _options({
+        self._kwargs = {**CLIENT_KEEPALIVES, "autocommit": True,
+                        "application_name": f"dhp {self.schema}", "options": _options({
             "synchronous_commit": "on", "statement_timeout": STATEMENT_TIMEOUT_MS,
             "idle_in_transaction_session_timeout": IDLE_IN_TRANSACTION_MS,
             **SERVER_KEEPALIVES})}
@@ -361,7 +363,7 @@ class PostgresStore(StoreBackend):
         with self._mutex:
             if self._pool is None or self._pid != os.getpid():
                 self._pool = ConnectionPool(self.conninfo, kwargs=self._kwargs, min_size=1,
-                                            max_size=self.pool_max, open=True, timeout=30.0,
+                                            max_size=self.pool_max, open=True, timeout=POOL_WAIT_S,
                                             name=f"dhp-{self.schema}")
                 self._pid = os.getpid()
             return self._pool
@@ -393,26 +395,35 @@ class PostgresStore(StoreBackend):
             pass
 
     def _migrate(self) -> None:
-        with self.connection() as conn:
-            if self._version(conn) == SCHEMA_VERSION:
-                return  # a plain read: opening an up-to-date store takes no lock
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)",
-                             (advisory_key(f"migrate {self.schema}"),))
-                s = self.quoted_schema
-                conn.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
-                conn.execute(f"CREATE TABLE IF NOT EXISTS {s}.meta "
-                             "(key text PRIMARY KEY, value text NOT NULL)")
-                version = self._version(conn) or 0
-                if version > SCHEMA_VERSION:
-                    raise Unavailable(
-                        f"the store {self.display_url()} has schema version {version}; this "
-                        f"release reads up to {SCHEMA_VERSION}: upgrade durable-handoff")
-                for step in MIGRATIONS[version:]:
-                    conn.execute(step.replace("{s}", s))  # no parameters: one round trip
-                conn.execute(f"INSERT INTO {s}.meta VALUES ('schema_version', %s) "
-                             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                             (str(SCHEMA_VERSION),))
+        # A connection of its own, not the pool's: a wrong URL or a server that is down
+        # fails here at once with the driver's reason.
+        try:
+            with psycopg.connect(self.conninfo, **self._kwargs) as conn:
+                self._migrate_on(conn)
+        except psycopg.Error as exc:
+            raise Unavailable(f"cannot open the store {self.display_url()}: "
+                              f"{str(exc).strip()}") from None
+
+    def _migrate_on(self, conn: psycopg.Connection) -> None:
+        if self._version(conn) == len(MIGRATIONS):
+            return  # a plain read: opening an up-to-date store takes no lock
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)",
+                         (advisory_key(f"migrate {self.schema}"),))
+            s = self.quoted_schema
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {s}.meta "
+                         "(key text PRIMARY KEY, value text NOT NULL)")
+            version = self._version(conn) or 0
+            if version > len(MIGRATIONS):
+                raise Unavailable(
+                    f"the store {self.display_url()} has schema version {version}; this "
+                    f"release reads up to {len(MIGRATIONS)}: upgrade durable-handoff")
+            for step in MIGRATIONS[version:]:
+                conn.execute(step.replace("{s}", s))  # no parameters: one round trip
+            conn.execute(f"INSERT INTO {s}.meta VALUES ('schema_version', %s) "
+                         "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                         (str(len(MIGRATIONS)),))
 
     def _version(self, conn: psycopg.Connection) -> int | None:
         exists = conn.execute("SELECT to_regclass(%s)", (f"{self.quoted_schema}.meta",))
@@ -457,8 +468,8 @@ class PostgresStore(StoreBackend):
         # The server checks its own pages (checksums, WAL); nothing is kept outside it.
         # What can be wrong at this level is the schema itself.
         version = self.schema_version()
-        if version != SCHEMA_VERSION:
-            return [f"schema {self.schema} is at version {version}, expected {SCHEMA_VERSION}"]
+        if version != len(MIGRATIONS):
+            return [f"schema {self.schema} is at version {version}, expected {len(MIGRATIONS)}"]
         return []
 
     def close(self) -> None:
