@@ -68,6 +68,7 @@ def test_location_url_and_schema(url, postgres_schemas):
         dhp.Store("postgresql://postgres@127.0.0.1:1/test?connect_timeout=2")
 
 
+@pytest.mark.covers("DHP-SRV-010")
 def test_concurrent_openers_migrate_exactly_once(url, monkeypatch):
     """Eight stores opened at once on a schema at an older version: the one migration step
     runs once (it counts its own runs), every opener ends at the new version."""
@@ -114,7 +115,7 @@ def _waiting_on_a_lock(schema: str) -> bool:
                     "AND application_name = %s", f"dhp {schema}"))
 
 
-@pytest.mark.covers("DHP-FEN-005")
+@pytest.mark.covers("DHP-FEN-005", "DHP-SRV-008")
 def test_writers_of_different_handoffs_never_wait_for_each_other(url):
     store, other = dhp.Store(url), dhp.Store(url)
     a, b = (dhp.dispatch(store, "rows", {"n": n}, {}) for n in (1, 2))
@@ -142,6 +143,7 @@ def test_writers_of_different_handoffs_never_wait_for_each_other(url):
     other.close()
 
 
+@pytest.mark.covers("DHP-SRV-008")
 def test_claim_next_skips_a_row_another_writer_holds(url):
     store, other = dhp.Store(url), dhp.Store(url)
     first, second = (dhp.dispatch(store, "queue", {"n": n}, {}) for n in (1, 2))
@@ -178,7 +180,7 @@ def test_leases_are_judged_by_the_server_clock_never_the_client(url, monkeypatch
     store.close()
 
 
-@pytest.mark.covers("DHP-SRV-002", "DHP-FEN-003")
+@pytest.mark.covers("DHP-SRV-002", "DHP-SRV-003", "DHP-FEN-003")
 def test_a_step_of_the_server_clock_only_moves_leases(url):
     """A step forward expires a lease early: the owner is fenced out, never two owners. A step
     back lengthens it: nobody may take it meanwhile."""
@@ -209,7 +211,7 @@ def _terminate_sessions(schema: str) -> int:
     return len(rows)
 
 
-@pytest.mark.covers("DHP-SRV-003", "DHP-CKP-009")
+@pytest.mark.covers("DHP-SRV-005", "DHP-SRV-009", "DHP-CKP-009")
 def test_sessions_dropped_mid_run_workers_come_back_and_nothing_is_lost(url):
     """The server drops every session of the store while a worker checkpoints: the write in
     flight fails as `unavailable` (retryable), the next one works, the liveness lock is taken
@@ -243,7 +245,7 @@ def test_sessions_dropped_mid_run_workers_come_back_and_nothing_is_lost(url):
     store.close()
 
 
-@pytest.mark.covers("DHP-SRV-003", "DHP-LSE-005")
+@pytest.mark.covers("DHP-SRV-004", "DHP-LSE-005")
 def test_liveness_is_a_session_advisory_lock(url):
     """A worker process holds an advisory lock for as long as it lives; kill -9 frees it and
     recover takes over at once, well inside the 30 s lease."""
@@ -275,4 +277,20 @@ def test_liveness_is_a_session_advisory_lock(url):
         proc.wait()
     assert ctx.fence == 2
     ctx.complete({})
+    store.close()
+
+
+@pytest.mark.covers("DHP-SRV-006", "DHP-SRV-007", "DHP-SRV-009", "DHP-CKP-011")
+def test_acknowledged_means_flushed_and_every_wait_is_bounded(url):
+    """Every transaction but a heartbeat's commits with synchronous_commit on (flushed to the
+    WAL before it returns); every session bounds statements and idle transactions."""
+    store = dhp.Store(url)
+    for sync, expected in (("commit", "on"), ("batch", "on"), ("none", "off")):
+        with store.transaction(sync=sync) as tx:
+            assert tx.conn.execute("SHOW synchronous_commit").fetchone()[0] == expected
+    with store.transaction(write=False) as tx:
+        timeouts = [tx.conn.execute(f"SHOW {name}").fetchone()[0] for name in
+                    ("statement_timeout", "idle_in_transaction_session_timeout",
+                     "tcp_keepalives_idle")]
+    assert timeouts == ["30s", "10s", "5"]
     store.close()
