@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -67,8 +68,8 @@ def role_worker(side, args) -> None:
 def role_attempts(side, args) -> None:
     store = side.open_store(args.root)
     rows = side.sdk.list_handoffs(store)
-    C.emit({"reclaimed": sum(1 for r in rows if r["status"]["attempts"] > 1),
-            "completed": sum(1 for r in rows if r["status"]["state"] == "completed")})
+    C.emit({"reclaimed": sum(1 for r in rows if r["attempts"] > 1),
+            "completed": sum(1 for r in rows if r["state"] == "completed")})
 
 
 def one(side: str, workers: int, args) -> dict:
@@ -126,9 +127,11 @@ def main() -> None:
             side, args)
         return
     out = {"benchmark": "throughput", "checkpoints_per_handoff": CHECKPOINTS,
-           "state_bytes": len(json.dumps(STATE)), "per_worker": args.per_worker}
+           "state_bytes": len(json.dumps(STATE)), "per_worker": args.per_worker,
+           "cpus": os.cpu_count(), "loadavg_before": os.getloadavg()[0]}
     for side in args.sides.split(","):
         out[side] = [one(side, int(w), args) for w in args.workers.split(",")]
+    out["loadavg_after"] = os.getloadavg()[0]  # other work on the machine skews every figure
     C.emit(out)
 
 

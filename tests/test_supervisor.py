@@ -41,7 +41,7 @@ class Proc:
                 self.lines.append((time.monotonic(), item))
                 self.cond.notify_all()
 
-    def wait_for(self, match, timeout: float = 20.0):
+    def wait_for(self, match, timeout: float = 60.0):
         deadline = time.monotonic() + timeout
         with self.cond:
             while True:

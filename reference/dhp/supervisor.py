@@ -209,7 +209,9 @@ class Supervisor:
 
     def _sweep(self, action: str, scan: Callable[[Any, float, int], list[str]],
                judge: Callable[[dict, float], tuple[machine.Outcome, str] | None]) -> list[dict]:
-        """Act on what `scan` finds, a batch per fenced transaction, until it runs dry."""
+        """Act on what `scan` finds, a batch per fenced transaction, until it runs dry. The
+        judge sees each row as it is now, under its lock: a scan may be stale on a store
+        whose scans do not block writers, so every judge checks its own condition again."""
         done: list[dict] = []
         while True:
             with self.store.transaction() as tx:
@@ -224,7 +226,7 @@ class Supervisor:
     def _apply(self, tx: Any, hid: str, now: float, action: str,
                judge: Callable[[dict, float], tuple[machine.Outcome, str] | None]) -> list:
         row = tx.get(hid)
-        judged = judge(row["record"], now) if row is not None else None
+        judged = judge(row, now) if row is not None else None
         if judged is None:
             return []  # changed since the scan (recovered, completed...): nothing to do
         outcome, reason = judged
@@ -253,7 +255,8 @@ class Supervisor:
         return tx.stalled(now, limit)
 
     @staticmethod
-    def _expired(record: dict, now: float) -> tuple[machine.Outcome, str] | None:
+    def _expired(row: dict, now: float) -> tuple[machine.Outcome, str] | None:
+        record = row["record"]
         if record["state"] != "claimed" or machine.lease_live(record, now):
             return None
         outcome = machine.decide(record, {"name": "orphan"}, now)
@@ -262,12 +265,16 @@ class Supervisor:
             if outcome.accepted else None
 
     @staticmethod
-    def _out_of_time(record: dict, now: float) -> tuple[machine.Outcome, str] | None:
-        outcome = park_if_out_of_time(record, now)
+    def _out_of_time(row: dict, now: float) -> tuple[machine.Outcome, str] | None:
+        outcome = park_if_out_of_time(row["record"], now)
         return (outcome, outcome.record["dlq_reason"]) if outcome else None
 
     @staticmethod
-    def _stalled(record: dict, now: float) -> tuple[machine.Outcome, str] | None:
+    def _stalled(row: dict, now: float) -> tuple[machine.Outcome, str] | None:
+        record = row["record"]
+        if record["state"] != "claimed" or record["progress_timeout_s"] is None \
+                or record["last_progress_at"] + record["progress_timeout_s"] >= now:
+            return None  # it made progress since the scan
         outcome = machine.decide(record, {"name": "orphan"}, now)
         if not outcome.accepted:
             return None
@@ -285,9 +292,11 @@ class Supervisor:
             if token == self._token or not liveness.owner_dead(token):
                 continue
 
-            def judge(record: dict, now: float) -> tuple[machine.Outcome, str] | None:
-                if record["state"] != "claimed":
-                    return None
+            def judge(row: dict, now: float, token: str = token) \
+                    -> tuple[machine.Outcome, str] | None:
+                record = row["record"]
+                if record["state"] != "claimed" or row["owner_incarnation"] != token:
+                    return None  # taken over by a living process since the scan
                 outcome = machine.decide(record, {"name": "orphan", "owner_dead": True}, now)
                 reason = f"owner {record['owner']} process is dead (liveness lock free)"
                 return (outcome, reason) if outcome.accepted else None

@@ -278,6 +278,8 @@ class PostgresTx(Tx):
         return [r[0] for r in rows]
 
     # --- the supervisor's storage -------------------------------------------------------
+    # Each scan locks what it returns (skipping rows a writer holds), and the lock re-reads
+    # the row: a row that no longer matches (recovered since the statement began) is left out.
 
     def get_leader(self, name: str) -> dict | None:
         # Leadership decisions are serialised like claims of one handoff are (the row may
@@ -302,13 +304,14 @@ class PostgresTx(Tx):
     def claimed_by_incarnation(self, token: str, limit: int) -> list[str]:
         return [r[0] for r in self._all(
             "SELECT id FROM {s}.handoffs WHERE state = 'claimed' AND owner_incarnation = %s "
-            "ORDER BY seq LIMIT %s", (token, limit))]
+            "ORDER BY seq LIMIT %s FOR UPDATE SKIP LOCKED", (token, limit))]
 
     def stalled(self, now: float, limit: int) -> list[str]:
         return [r[0] for r in self._all(
             "SELECT id FROM {s}.handoffs WHERE state = 'claimed' "
             "AND progress_timeout_s IS NOT NULL "
-            "AND last_progress_at + progress_timeout_s < %s ORDER BY seq LIMIT %s",
+            "AND last_progress_at + progress_timeout_s < %s ORDER BY seq LIMIT %s "
+            "FOR UPDATE SKIP LOCKED",
             (now, limit))]
 
     def over_wall_clock(self, now: float, limit: int) -> list[str]:
@@ -316,7 +319,7 @@ class PostgresTx(Tx):
             "SELECT id FROM {s}.handoffs "
             "WHERE state IN ('claimed', 'released', 'orphaned') AND first_claimed_at IS NOT NULL "
             "AND first_claimed_at + (budget ->> 'max_wall_clock_s')::float8 < %s "
-            "ORDER BY seq LIMIT %s", (now, limit))]
+            "ORDER BY seq LIMIT %s FOR UPDATE SKIP LOCKED", (now, limit))]
 
 
 class PostgresStore(StoreBackend):
