@@ -35,6 +35,8 @@ def conformance_class(rid: str) -> str:
     known = _index().get(rid, {}).get("class")
     if isinstance(known, str):
         return known
+    if rid.startswith("DHP-MCP-"):
+        return "mcp-server"
     return "supervisor" if rid in SUPERVISOR else "store"
 
 

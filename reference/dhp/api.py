@@ -37,12 +37,13 @@ from dhp.core.errors import (
 from dhp.observe import tracing
 from dhp.observe.tracing import traced
 from dhp.store import Store
+from dhp.transport.file import ingest_file
 
 __all__ = [
     "Store", "StoreBackend", "TaskContext", "cancel", "check_integrity", "checkpoints", "claim",
-    "claim_next", "dispatch", "dlq", "drain", "envelope_of", "export_log", "import_log",
-    "install_sigterm_drain", "last_checkpoint", "list_handoffs", "orphan", "recover", "requeue",
-    "result", "status",
+    "claim_next", "dispatch", "dispatch_intent", "dlq", "drain", "envelope_of", "export_log",
+    "import_log", "install_sigterm_drain", "last_checkpoint", "list_handoffs", "orphan",
+    "recover", "requeue", "result", "status",
 ]
 
 _FATAL = (LeaseLost, Cancelled, BudgetExceeded, NotFound)
@@ -129,6 +130,11 @@ class TaskContext:
     def release(self) -> None:
         """Give the handoff back (state released, fence kept) for another worker."""
         self._write("release")
+        self._finish()
+
+    def abandon(self) -> None:
+        """Stop heartbeating and forget the lease without releasing it: its owner is going
+        away (an MCP client session ended), and the lease is left for a recoverer."""
         self._finish()
 
     def idempotency_key(self, step: Any) -> str:
@@ -234,6 +240,13 @@ def dispatch(store: StoreBackend, task_kind: str, inputs: dict, output_schema: d
              budget: dict | None = None, progress_timeout_s: float | None = None) -> str:
     """Store a handoff (idempotent: the same intent returns the same id, DHP-ID-004)."""
     intent = new_intent(task_kind, inputs, output_schema, budget)  # checked once, below
+    return operations.dispatch(store, intent, progress_timeout_s=progress_timeout_s)
+
+
+def dispatch_intent(store: StoreBackend, intent: Any,
+                    progress_timeout_s: float | None = None) -> str:
+    """Store the handoff of a whole intent as a client wrote it (five members, `dhp`
+    included), checked as DHP-ENV-007 orders; anything else is refused, never repaired."""
     return operations.dispatch(store, intent, progress_timeout_s=progress_timeout_s)
 
 
@@ -366,8 +379,10 @@ def export_log(store: StoreBackend, handoff_id: str, path: str | os.PathLike) ->
 
 
 def import_log(store: StoreBackend, path: str | os.PathLike) -> str:
-    """Verify a log completely, then store its handoff ready to recover; returns its id."""
-    return operations.import_log(store, path)
+    """Verify a log completely, then store what is new of it exactly as the transport
+    ingests the same records, all or nothing (DHP-LOG-008, DHP-LOG-010): the handoff is
+    then ready to recover. Returns its id."""
+    return ingest_file(store, path)["handoff_id"]
 
 
 def check_integrity(store: StoreBackend) -> list[str]:
