@@ -23,7 +23,7 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
-SIDES = ("ours", "orig", "ours_fsync")
+SIDES = ("ours", "orig", "ours_fsync", "ours_pg")
 
 
 def log(msg: str) -> None:

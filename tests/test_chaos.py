@@ -47,7 +47,7 @@ class Worker:
 
     count = 0
 
-    def __init__(self, store: Path, hid: str):
+    def __init__(self, store: str, hid: str):
         Worker.count += 1
         self.n = Worker.count
         self.proc = subprocess.Popen(
@@ -109,11 +109,11 @@ def wait_until(predicate, timeout: float, what: str, seed: int):
 
 @pytest.mark.covers("DHP-CKP-009", "DHP-CKP-010", "DHP-FEN-001", "DHP-FEN-002", "DHP-FEN-003",
                     "DHP-FEN-005", "DHP-CKP-006", "DHP-CKP-008", "DHP-RES-003", "DHP-LSE-005")
-def test_randomized_sigkill_mid_checkpoint(tmp_path: Path) -> None:
+def test_randomized_sigkill_mid_checkpoint(store_location: str) -> None:
     seed = int(os.environ.get("DHP_CHAOS_SEED") or random.randrange(2**32))
     print(f"chaos seed: {seed} (rerun with DHP_CHAOS_SEED={seed})")
     rng = random.Random(seed)
-    store_path = tmp_path / "store"
+    store_path = store_location
     store = api.Store(store_path)
     hid = api.dispatch(store, "chaos.steps", {"steps": STEPS}, OUTPUT_SCHEMA)
     started = time.monotonic()

@@ -41,8 +41,10 @@ def test_the_guide_includes_examples():
 
 
 @pytest.mark.parametrize("rel", programs())
-def test_example_prints_what_the_page_shows(rel, tmp_path):
+def test_example_prints_what_the_page_shows(rel, tmp_path, request):
     program = ROOT / rel
+    if "(needs: postgres)" in program.read_text(encoding="utf-8"):
+        request.getfixturevalue("postgres_schemas")  # a server, or a visible skip
     expected = program.with_suffix(".out")
     assert expected.is_file(), f"{rel} has no expected output {expected.name}"
     shown = expected.relative_to(ROOT).as_posix()
@@ -54,7 +56,7 @@ def test_example_prints_what_the_page_shows(rel, tmp_path):
     else:  # a shell session: its error messages are part of what the page shows
         cmd, stderr = ["bash", str(program)], subprocess.STDOUT
     run = subprocess.run(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=stderr, text=True,
-                         env=env, timeout=120)
+                         env=env, timeout=300)
     assert run.returncode == 0, f"{rel} exited {run.returncode}:\n{run.stdout}\n{run.stderr}"
     assert run.stdout == expected.read_text(encoding="utf-8")
 

@@ -1,16 +1,17 @@
 """Every fencing vector, three times: against dhp.core.machine.decide (the function every store
-runs), against the independent model in tests/model.py, and against the real SQLite store
-(record seeded through the store's own transaction, operation performed through the
-store's operations with a test clock, record read back)."""
+runs), against the independent model in tests/model.py, and against the real store on each
+backend, SQLite and Postgres (record seeded through the store's own transaction, operation
+performed through the store's operations with a test clock, record read back)."""
 
 from __future__ import annotations
 
 import json
-import secrets
 from pathlib import Path
 
 import pytest
+from backends import dead_owner_token
 from dhp.core import machine
+from dhp.store import Store
 from jsonschema import Draft202012Validator
 from model import FIELDS
 from model import decide as model_decide
@@ -97,41 +98,24 @@ class FakeClock:
         return self.now
 
 
-def _open_store(folder: Path, clock: FakeClock):
-    """The store as `dhp.Store(path, clock=...)` opens it (from dhp.store until dhp
-    re-exports it)."""
-    import dhp
-
-    opener = getattr(dhp, "Store", None)
-    if opener is None:
-        from dhp.store import Store as opener
-    return opener(str(folder), clock=clock)
-
-
-def _owner_token(backend, folder: Path, vector: dict) -> str | None:
+def _owner_token(backend, vector: dict) -> str | None:
     """The liveness token stored with a claimed record: this process's (alive) unless the
-    vector says the owner is dead, then the token of a lock file nobody holds."""
+    vector says the owner is dead, then the token of a lock nobody holds."""
     if vector["input"]["record"]["state"] != "claimed":
         return None
     if vector["input"]["op"].get("owner_dead"):
-        token = secrets.token_hex(16)
-        (folder / "liveness").mkdir(parents=True, exist_ok=True)
-        (folder / "liveness" / f"{token}.lock").write_text("0\n")
-        return token
+        return dead_owner_token(backend)
     return backend.liveness.token()
 
 
 @pytest.mark.parametrize("vector", _params())
-def test_store(vector, tmp_path):
-    pytest.importorskip("dhp.store", reason="the store (dhp.store, dhp.store.sqlite) is "
-                        "not written yet")
+def test_store(vector, scratch_location):
     from dhp.core import operations
 
     inp, expected = vector["input"], vector["expected"]
     op = inp["op"]
-    folder = tmp_path / "store"
     clock = FakeClock(inp["now"])
-    backend = _open_store(folder, clock)
+    backend = Store(scratch_location, clock=clock)
     try:
         intent = {"dhp": "1.0", "task_kind": "fencing", "inputs": {"vector": vector["id"]},
                   "output_schema": inp.get("output_schema", {}),
@@ -142,7 +126,7 @@ def test_store(vector, tmp_path):
         with backend.transaction() as tx:
             row = tx.get(hid)
             record = {k: seeded.get(k, v) for k, v in row["record"].items()}
-            tx.put_record(hid, record, _owner_token(backend, folder, vector))
+            tx.put_record(hid, record, _owner_token(backend, vector))
 
         error = None
         try:

@@ -1,16 +1,18 @@
 """Every lifecycle trace, step by step, against the independent model (tests/model.py) and
-against the real SQLite store with a test clock: once through the store's operations layer
-(dhp.core.operations, the code every SDK call ends in) and once through the public SDK
-(dhp.Store, dhp.claim, ctx.checkpoint, ...).
+against the real store on each backend (SQLite, Postgres) with a test clock: once through
+the store's operations layer (dhp.core.operations, the code every SDK call ends in) and once
+through the public SDK (dhp.Store, dhp.claim, ctx.checkpoint, ...).
 
 A recover with `owner_dead: true` needs a dead owner: on the store, the claim that made that
-owner runs in a forked child process that then exits, so its liveness lock is really gone.
+owner runs in a forked child process that then exits, so its liveness lock is really gone
+(on Postgres the server frees it a moment after the exit: the driver waits for that).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -108,14 +110,14 @@ class ModelDriver:
 class OpsDriver:
     """The real store through dhp.core.operations."""
 
-    def __init__(self, intent: dict, ttl: float, clock: FakeClock, folder: Path):
+    def __init__(self, intent: dict, ttl: float, clock: FakeClock, location: str):
         from dhp.core import operations
         from dhp.core.canonical import handoff_id
-        from dhp.store.sqlite import SQLiteStore
+        from dhp.store import Store
 
         self.ops = operations
         self.intent, self.ttl, self.clock = intent, ttl, clock
-        self.backend = SQLiteStore(folder, ttl=ttl, clock=clock)
+        self.backend = Store(location, ttl=ttl, clock=clock)
         self.hid = handoff_id(intent)
 
     def close(self) -> None:
@@ -126,8 +128,8 @@ class OpsDriver:
 
     def take(self, name: str, worker: str, owner_dead: bool, in_child: bool) -> int:
         if in_child:
-            return _in_child(lambda: self.ops.take(self.backend, self.hid, name, worker,
-                                                   self.ttl)["record"]["fence"])
+            return _in_child(self.backend, lambda: self.ops.take(
+                self.backend, self.hid, name, worker, self.ttl)["record"]["fence"])
         return self.ops.take(self.backend, self.hid, name, worker, self.ttl)["record"]["fence"]
 
     def write(self, name: str, worker: str, fence: int, step: dict) -> None:
@@ -157,13 +159,13 @@ class SdkDriver(OpsDriver):
     claim returned, and only a (worker, fence) that no claim handed out (a forged or
     dead process's fence) goes through the operations layer."""
 
-    def __init__(self, intent: dict, ttl: float, clock: FakeClock, folder: Path):
+    def __init__(self, intent: dict, ttl: float, clock: FakeClock, location: str):
         from dhp.core.backend import StoreBackend
 
         self.dhp = sdk()
-        super().__init__(intent, ttl, clock, folder)
+        super().__init__(intent, ttl, clock, location)
         self.backend.close()
-        self.store = self.dhp.Store(str(folder), ttl=ttl, clock=clock)
+        self.store = self.dhp.Store(location, ttl=ttl, clock=clock)
         self.backend = self.store if isinstance(self.store, StoreBackend) else self.store.backend
         self.contexts: dict[tuple[str, int], Any] = {}
 
@@ -182,8 +184,9 @@ class SdkDriver(OpsDriver):
     def take(self, name: str, worker: str, owner_dead: bool, in_child: bool) -> int:
         call = getattr(self.dhp, name)
         if in_child:
-            return _in_child(lambda: call(self.store, self.hid, worker, ttl=self.ttl,
-                                          heartbeat_interval=quiet_interval(self.ttl)).fence)
+            return _in_child(self.backend, lambda: call(
+                self.store, self.hid, worker, ttl=self.ttl,
+                heartbeat_interval=quiet_interval(self.ttl)).fence)
         ctx = call(self.store, self.hid, worker, ttl=self.ttl,
                    heartbeat_interval=quiet_interval(self.ttl))
         self.contexts[(worker, ctx.fence)] = ctx
@@ -213,14 +216,16 @@ class SdkDriver(OpsDriver):
         return self.dhp.result(self.store, self.hid)
 
 
-def _in_child(action) -> int:
+def _in_child(backend, action) -> int:
     """Run `action` in a forked child that then exits (its liveness lock dies with it);
-    return the fence it took, or raise the child's refusal."""
+    return the fence it took once the store sees the child dead, or raise its refusal."""
+    from dhp.store.liveness import incarnation
+
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never return into pytest
         try:
-            reply = {"fence": action()}
+            reply = {"fence": action(), "token": incarnation()}
         except BaseException as exc:  # report every failure to the parent
             reply = {"error": getattr(exc, "code", repr(exc))}
         os.write(write, json.dumps(reply).encode())
@@ -231,6 +236,10 @@ def _in_child(action) -> int:
     os.waitpid(pid, 0)
     if "error" in reply:
         raise Refused(reply["error"])
+    deadline = time.monotonic() + 30
+    while not backend.liveness.owner_dead(reply["token"]):
+        assert time.monotonic() < deadline, "the child's liveness lock outlived it by 30 s"
+        time.sleep(0.01)
     return reply["fence"]
 
 
@@ -296,11 +305,12 @@ def test_model(vector):
 
 
 @pytest.mark.parametrize("vector", _params())
-def test_store_operations(vector, tmp_path):
+def test_store_operations(vector, scratch_location):
     pytest.importorskip("dhp.store.sqlite", reason="the SQLite store (dhp.store.sqlite) is "
                         "not written yet")
     clock = FakeClock()
-    driver = OpsDriver(vector["input"]["intent"], vector["input"]["ttl"], clock, tmp_path)
+    driver = OpsDriver(vector["input"]["intent"], vector["input"]["ttl"], clock,
+                       scratch_location)
     try:
         run_trace(driver, clock, vector)
     finally:
@@ -308,9 +318,10 @@ def test_store_operations(vector, tmp_path):
 
 
 @pytest.mark.parametrize("vector", _params())
-def test_store_sdk(vector, tmp_path):
+def test_store_sdk(vector, scratch_location):
     clock = FakeClock()
-    driver = SdkDriver(vector["input"]["intent"], vector["input"]["ttl"], clock, tmp_path)
+    driver = SdkDriver(vector["input"]["intent"], vector["input"]["ttl"], clock,
+                       scratch_location)
     try:
         run_trace(driver, clock, vector)
     finally:

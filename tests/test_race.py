@@ -34,7 +34,7 @@ def racers():
             proc.wait()
 
 
-def _race(racers, op: str, path: Path, hid: str, lead: float) -> list[str]:
+def _race(racers, op: str, path: str, hid: str, lead: float) -> list[str]:
     start = store_clock() + lead
     for proc in racers:
         proc.stdin.write(f"{op} {path} {hid} {start}\n")
@@ -42,7 +42,7 @@ def _race(racers, op: str, path: Path, hid: str, lead: float) -> list[str]:
     return [proc.stdout.readline().strip() for proc in racers]
 
 
-def _dead_owner_claims(path: Path, hid: str) -> None:
+def _dead_owner_claims(path: str, hid: str) -> None:
     """A process that claims with a live 5 s lease and dies at once (no release)."""
     pid = os.fork()
     if pid == 0:
@@ -55,8 +55,8 @@ def _dead_owner_claims(path: Path, hid: str) -> None:
 
 
 @pytest.mark.covers("DHP-FEN-005", "DHP-FEN-001", "DHP-LSE-005")
-def test_ten_processes_race(tmp_path, racers):
-    path = tmp_path / "s"
+def test_ten_processes_race(store_location, racers):
+    path = store_location
     store = dhp.Store(path)
     for round_no in range(ROUNDS):
         hid = dhp.dispatch(store, "race", {"round": round_no}, {})

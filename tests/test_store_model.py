@@ -13,13 +13,14 @@ examples), which checks the rules themselves apart from the storage.
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 import tempfile
-from pathlib import Path
 from typing import Any
 
 import pytest
+from backends import dead_owner_token
 from dhp.core import machine
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -71,16 +72,20 @@ def _sdk():
 
 
 class StoreImpl:
-    """The real SQLite store through the public SDK. Writes go through the TaskContext the
-    claim handed out; a (worker, fence) that no live context holds (a stale or forged fence,
-    or a process that has died) goes through the store's operations layer directly."""
+    """The real store (on the backend `location()` names) through the public SDK. Writes go
+    through the TaskContext the claim handed out; a (worker, fence) that no live context
+    holds (a stale or forged fence, or a process that has died) goes through the store's
+    operations layer directly."""
+
+    # A fresh store location per example: a temporary folder unless a test sets another.
+    location: Any = staticmethod(lambda: tempfile.mkdtemp(prefix="dhp-stateful-"))
 
     def __init__(self, intent: dict, clock: FakeClock):
         from dhp.core import operations
 
         self.sdk, self.ops = _sdk(), operations
-        self.folder = Path(tempfile.mkdtemp(prefix="dhp-stateful-"))
-        self.store = self.sdk.Store(str(self.folder), ttl=TTL, clock=clock)
+        self.where = StoreImpl.location()
+        self.store = self.sdk.Store(self.where, ttl=TTL, clock=clock)
         self.hid = self.sdk.dispatch(self.store, task_kind=intent["task_kind"],
                                      inputs=intent["inputs"],
                                      output_schema=intent["output_schema"],
@@ -119,9 +124,7 @@ class StoreImpl:
     def kill_owner(self) -> None:
         """The owner's process dies: its liveness lock is left behind, unheld, and its
         context can no longer be used."""
-        token = secrets.token_hex(16)
-        (self.folder / "liveness").mkdir(exist_ok=True)
-        (self.folder / "liveness" / f"{token}.lock").write_text("0\n")
+        token = dead_owner_token(self.store)
         with self.store.transaction() as tx:
             row = tx.get(self.hid)
             tx.put_record(self.hid, row["record"], token)
@@ -143,7 +146,8 @@ class StoreImpl:
         for ctx in [*self.contexts.values(), *self.dead]:
             ctx.__exit__(None, None, None)  # stops its heartbeat thread
         self.store.close()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        if "://" not in self.where:
+            shutil.rmtree(self.where, ignore_errors=True)
 
 
 class MachineImpl:
@@ -334,11 +338,16 @@ class MachineVersusModel(StoreVersusModel):
 
 
 @pytest.mark.covers(*REQUIREMENTS)
-def test_store_against_model():
-    pytest.importorskip("dhp.store.sqlite", reason="the SQLite store (dhp.store.sqlite) is "
-                        "not written yet")
+def test_store_against_model(backend, request, monkeypatch):
+    examples = 100
+    if backend == "postgres":
+        # Each example costs a few hundred round trips to the server: fewer of them, unless
+        # DHP_SLOW=1 asks for the full run.
+        monkeypatch.setattr(StoreImpl, "location",
+                            request.getfixturevalue("postgres_schemas").scratch)
+        examples = 100 if os.environ.get("DHP_SLOW") == "1" else 10
     run_state_machine_as_test(StoreVersusModel, settings=settings(
-        max_examples=100, stateful_step_count=50, deadline=None,
+        max_examples=examples, stateful_step_count=50, deadline=None,
         suppress_health_check=[HealthCheck.too_slow]))
 
 

@@ -16,7 +16,6 @@ import pytest
 from dhp import api
 from dhp.core import operations
 from dhp.core.canonical import handoff_id
-from dhp.store import sqlite_supervisor as supervisor_sql
 from dhp.supervisor import LostLeadership, Supervisor
 
 HERE = Path(__file__).resolve().parent
@@ -43,7 +42,7 @@ class Proc:
                 self.lines.append((time.monotonic(), item))
                 self.cond.notify_all()
 
-    def wait_for(self, match, timeout: float = 20.0):
+    def wait_for(self, match, timeout: float = 60.0):
         deadline = time.monotonic() + timeout
         with self.cond:
             while True:
@@ -82,8 +81,8 @@ def supervisor_proc(store: Path, sid: str, *extra: str) -> Proc:
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = api.Store(tmp_path / "store")
+def store(store_location):
+    s = api.Store(store_location)
     yield s
     s.close()
 
@@ -98,15 +97,15 @@ def test_once_orphans_expired_and_dead_owners_but_not_live_ones(store, tmp_path)
     expired, dead, live = three(store, "once")
     procs = []
     try:
-        hung = hold(store.path, expired, 0.6)  # alive, but paused: its lease runs out
-        killed = hold(store.path, dead, 30.0)  # dead, with 30 s of lease left
-        alive = hold(store.path, live, 30.0)
+        hung = hold(store.location, expired, 0.6)  # alive, but paused: its lease runs out
+        killed = hold(store.location, dead, 30.0)  # dead, with 30 s of lease left
+        alive = hold(store.location, live, 30.0)
         procs = [hung, killed, alive]
         os.kill(hung.proc.pid, signal.SIGSTOP)
         os.kill(killed.proc.pid, signal.SIGKILL)
         killed.proc.wait()
         time.sleep(0.8)
-        run = subprocess.run([sys.executable, "-m", "dhp.supervisor", str(store.path), "sup-1",
+        run = subprocess.run([sys.executable, "-m", "dhp.supervisor", str(store.location), "sup-1",
                               "--once"], capture_output=True, text=True, timeout=60)
         assert run.returncode == 0, run.stderr
         lines = [json.loads(line) for line in run.stdout.splitlines()]
@@ -211,13 +210,14 @@ def test_deposed_leader_changes_nothing(store):
 
 
 @pytest.mark.covers("DHP-SUP-008")
-def test_scans_are_indexed(store):
+def test_scans_are_indexed(tmp_path):
     """A pass costs what it acts on: every scan is an index search, never a table scan."""
     queries = [
-        ("claimed_by_incarnation", lambda tx: supervisor_sql.claimed_by_incarnation(tx, "x", 5)),
-        ("stalled", lambda tx: supervisor_sql.stalled(tx, 1.0, 5)),
-        ("over_wall_clock", lambda tx: supervisor_sql.over_wall_clock(tx, 1.0, 5)),
+        ("claimed_by_incarnation", lambda tx: tx.claimed_by_incarnation("x", 5)),
+        ("stalled", lambda tx: tx.stalled(1.0, 5)),
+        ("over_wall_clock", lambda tx: tx.over_wall_clock(1.0, 5)),
     ]
+    store = api.Store(tmp_path / "store")
     with store.transaction() as tx:
         plans = []
         trace = plans.append
@@ -233,6 +233,7 @@ def test_scans_are_indexed(store):
             "EXPLAIN QUERY PLAN SELECT id FROM handoffs WHERE state IN ('claimed') "
             "AND lease_expires_at <= 1"))
         assert "handoffs_by_lease" in plan, plan
+    store.close()
 
 
 @pytest.mark.covers("DHP-SUP-001", "DHP-SUP-002", "DHP-SUP-008")
@@ -254,7 +255,7 @@ def test_pass_acts_only_on_the_expired_among_many_running(store):
 @pytest.mark.covers("DHP-SUP-003", "DHP-SUP-009", "DHP-SUP-010", "DHP-SUP-013")
 def test_leader_killed_follower_takes_over_within_one_ttl(store):
     ttl = 2.0
-    sups = [supervisor_proc(store.path, f"sup-{n}", "--ttl", str(ttl), "--interval", "0.1")
+    sups = [supervisor_proc(store.location, f"sup-{n}", "--ttl", str(ttl), "--interval", "0.1")
             for n in "ab"]
     try:
         first = {}
@@ -272,7 +273,7 @@ def test_leader_killed_follower_takes_over_within_one_ttl(store):
         assert took["fence"] == first[leader]["fence"] + 1
         # The new leader works: a worker killed now is orphaned without waiting for its lease.
         hid = api.dispatch(store, "sup.failover", {}, {})
-        victim = hold(store.path, hid, 30.0)
+        victim = hold(store.location, hid, 30.0)
         victim.stop()
         follower.wait_for(action("orphan", hid), timeout=ttl)
         assert api.status(store, hid)["state"] == "orphaned"
@@ -284,11 +285,11 @@ def test_leader_killed_follower_takes_over_within_one_ttl(store):
 @pytest.mark.covers("DHP-SUP-011", "DHP-SUP-012")
 def test_paused_leader_is_deposed_and_then_idle(store):
     ttl = 1.0
-    a = supervisor_proc(store.path, "sup-a", "--ttl", str(ttl), "--interval", "0.1")
+    a = supervisor_proc(store.location, "sup-a", "--ttl", str(ttl), "--interval", "0.1")
     b = None
     try:
         a.wait_for(action("lead"))
-        b = supervisor_proc(store.path, "sup-b", "--ttl", str(ttl), "--interval", "0.1")
+        b = supervisor_proc(store.location, "sup-b", "--ttl", str(ttl), "--interval", "0.1")
         b.wait_for(action("follow"))
         os.kill(a.proc.pid, signal.SIGSTOP)  # alive, so only the lease can depose it
         stopped_at = time.monotonic()
@@ -300,7 +301,7 @@ def test_paused_leader_is_deposed_and_then_idle(store):
         os.kill(a.proc.pid, signal.SIGCONT)
         a.wait_for(lambda i: action("follow")(i) or action("lost_leadership")(i))
         hid = api.dispatch(store, "sup.paused", {}, {})
-        victim = hold(store.path, hid, 30.0)
+        victim = hold(store.location, hid, 30.0)
         victim.stop()
         b.wait_for(action("orphan", hid), timeout=5 * ttl)
         time.sleep(0.3)

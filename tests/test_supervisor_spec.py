@@ -19,7 +19,6 @@ import pytest
 from dhp import api
 from dhp.core import operations
 from dhp.core.errors import InvalidInput
-from dhp.store import sqlite_supervisor as supervisor_sql
 from dhp.supervisor import LEADERSHIP, Supervisor
 from test_supervisor import action, supervisor_proc
 
@@ -27,8 +26,8 @@ ACTIONS = {"lead", "follow", "resign", "lost_leadership", "orphan", "dead_letter
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = api.Store(tmp_path / "store")
+def store(store_location):
+    s = api.Store(store_location)
     yield s
     s.close()
 
@@ -40,7 +39,7 @@ def record(store, hid: str) -> dict:
 
 def leadership(store) -> dict | None:
     with store.transaction(write=False) as tx:
-        return supervisor_sql.get_leader(tx, LEADERSHIP)
+        return tx.get_leader(LEADERSHIP)
 
 
 @pytest.mark.covers("DHP-SUP-007", "DHP-SUP-002")
@@ -103,7 +102,7 @@ def test_released_and_orphaned_work_out_of_wall_clock_is_parked(store):
 def test_of_many_supervisor_processes_exactly_one_leads_and_acts(store):
     hid = api.dispatch(store, "spec.many", {}, {})
     operations.take(store, hid, "claim", "gone", 0.3)
-    procs = [supervisor_proc(store.path, f"sup-{n}", "--ttl", "5", "--interval", "0.1")
+    procs = [supervisor_proc(store.location, f"sup-{n}", "--ttl", "5", "--interval", "0.1")
              for n in range(5)]
     try:
         for p in procs:
@@ -145,7 +144,7 @@ def test_each_term_takes_the_next_leadership_fence(store):
 
 @pytest.mark.covers("DHP-SUP-014", "DHP-SUP-013")
 def test_a_leader_restarted_under_its_id_starts_a_new_term(store):
-    first = supervisor_proc(store.path, "sup-x", "--ttl", "30", "--interval", "0.5")
+    first = supervisor_proc(store.location, "sup-x", "--ttl", "30", "--interval", "0.5")
     try:
         _, took = first.wait_for(action("lead"))
         assert took["fence"] == 1
@@ -153,7 +152,7 @@ def test_a_leader_restarted_under_its_id_starts_a_new_term(store):
         os.kill(first.proc.pid, signal.SIGKILL)  # no resign: the 30 s lease stays in the store
         first.proc.wait()
     started = time.monotonic()
-    run = subprocess.run([sys.executable, "-m", "dhp.supervisor", str(store.path), "sup-x",
+    run = subprocess.run([sys.executable, "-m", "dhp.supervisor", str(store.location), "sup-x",
                           "--once", "--ttl", "30"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     assert time.monotonic() - started < 30

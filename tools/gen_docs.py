@@ -29,8 +29,8 @@ import gen_requirements  # noqa: E402
 import traceability  # noqa: E402
 
 SPEC_ORDER = ["index", "terminology", "identity", "envelope", "states", "leases-fencing",
-              "checkpoints", "budgets", "results", "log", "errors", "supervisor", "security",
-              "transport", "adapter", "a2a", "mcp"]
+              "checkpoints", "budgets", "results", "log", "errors", "supervisor", "server-stores",
+              "security", "transport", "adapter", "a2a", "mcp"]
 MARKER = re.compile(r'<a id="(DHP-[A-Z]+-[0-9]{3})"></a>\*\*\1\*\*')
 SCHEMA_LINK = re.compile(r"\]\(\.\./schemas/([A-Za-z0-9_-]+)\.json\)")
 

@@ -9,6 +9,13 @@ adapter keeps the TaskContext of every take keyed by (handoff_id, worker, fence)
 when the request matches; any other pair goes to the store's fenced write directly, which is
 what a stale worker's late write looks like to the store.
 
+The store. By default each `init`'s `data` folder is a SQLite store. `python -m dhp.adapter
+--store URL` (or DHP_STORE=URL) puts the stores on a server instead: every `data` folder the
+kit names gets its own schema in that database, `<schema>_<12 hex of the folder's hash>`
+(`schema` from the URL, default `dhp`), so the kit's scenarios stay apart exactly as folders
+do and the processes of one scenario share one store. The folder still holds the transport
+buffers.
+
 `init {"clock": "manual"}` gives the store a clock that only `advance_clock` moves (the
 optional feature manual-clock, DHP-ADP-013), so the kit can run the decision-table vectors at
 their exact instants. `supervise` runs one pass of this process's dhp.supervisor.Supervisor,
@@ -23,6 +30,8 @@ a shared folder with a dhp.FileShipper, `file_ingest` ingests the folder.
 
 from __future__ import annotations
 
+import argparse
+import hashlib
 import json
 import os
 import re
@@ -59,8 +68,22 @@ class ManualClock:
         return self.now
 
 
+def store_location(data: str, server: str | None) -> str:
+    """The store of the kit's `data` folder: the folder itself, or its own schema on the
+    server at URL `server`."""
+    if not server:
+        return data
+    from dhp.store.postgres import split_location
+
+    _, schema = split_location(server)
+    digest = hashlib.sha256(os.path.abspath(data).encode()).hexdigest()[:12]
+    rest = [p for p in server.partition("?")[2].split("&") if p and not p.startswith("schema=")]
+    return f"{server.partition('?')[0]}?{'&'.join([*rest, f'schema={schema}_{digest}'])}"
+
+
 class Adapter:
-    def __init__(self) -> None:
+    def __init__(self, server: str | None = None) -> None:
+        self.server_url = server  # a postgresql:// URL, or None for SQLite folders
         self.store: Any = None
         self.ttl = 5.0
         self.heartbeat: float | None = 0  # 0: the kit drives heartbeats itself (DHP-ADP-009)
@@ -94,7 +117,7 @@ class Adapter:
         self.clock = ManualClock() if clock == "manual" else None
         self.process = str(args.get("process") or "adapter")
         self.data = Path(args["data"])
-        self.store = api.Store(args["data"], ttl=self.ttl,
+        self.store = api.Store(store_location(args["data"], self.server_url), ttl=self.ttl,
                                heartbeat_interval=interval if interval else None,
                                clock=self.clock)
         return {}
@@ -323,8 +346,16 @@ class Adapter:
                               "definite": False, "details": {"traceback": trace}}}
 
 
-def main() -> int:
-    adapter = Adapter()
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dhp.adapter",
+                                     description="The reference's conformance adapter.")
+    parser.add_argument("--store", default=os.environ.get("DHP_STORE") or None, metavar="URL",
+                        help="a postgresql:// URL: each data folder of the kit gets its own "
+                             "schema there (default: $DHP_STORE; else SQLite in the folder)")
+    args = parser.parse_args(argv)
+    if args.store and "://" not in args.store:
+        args.store = None  # DHP_STORE naming a folder: the kit's folders win
+    adapter = Adapter(args.store)
     for line in sys.stdin:
         if not line.strip():
             continue

@@ -3,17 +3,19 @@
 One pass, run by the elected leader only:
   1. parks live work whose wall-clock budget ran out in the DLQ (DHP-BUD-004);
   2. orphans claimed handoffs whose lease expired (DHP-LSE-003);
-  3. orphans at once the handoffs of owners whose process is gone: it lists the liveness
-     lock files (one per live process), tries each, and orphans WHERE owner_incarnation = the
-     dead one (DHP-LSE-005);
+  3. orphans at once the handoffs of owners whose process is gone: it probes the liveness
+     lock of each owner the store's liveness names (lock files on one host, the owners of
+     claimed handoffs on Postgres) and orphans WHERE owner_incarnation = the dead one
+     (DHP-LSE-005);
   4. orphans claimed handoffs that made no progress within their progress timeout
      (DHP-LSE-007).
 An orphaned handoff whose attempts are exhausted is parked in the DLQ in the same
 transaction (DHP-BUD-001): no one could take it again. Every move is decided by
 machine.decide (or its budget rule) inside a store transaction that first checks that this
 supervisor still holds the leadership with the same fence, so a deposed leader that wakes up
-changes nothing. Every scan is indexed (supervisor_sql.py): a pass costs in proportion to the
-handoffs it acts on, not to the running ones.
+changes nothing. Every scan is an indexed query of the backend's transaction (core/backend.py),
+so a pass costs in proportion to the handoffs it acts on, not to the running ones, and this
+module holds no SQL.
 
 Leadership is a lease with its own fence, a row in the store. A supervisor takes it when
 there is none, when it has expired (store clock) or when the holder's liveness lock can be
@@ -27,9 +29,9 @@ with action one of lead, follow, resign, orphan, dead_letter, lost_leadership, e
 is the handoff's fence (the leadership fence for leadership actions).
 
 Command line: `dhp-supervisor --store PATH [--id ID] [--seconds S] [--once] [--interval S]
-[--ttl S]`, the same as `dhp supervisor`: PATH is the store folder, ID names this supervisor,
-S bounds how long it runs (default: until stopped). The old positional form `ROOT ID
-[SECONDS]` still works and prints a deprecation note.
+[--ttl S]`, the same as `dhp supervisor`: PATH is the store (a folder or a postgresql://
+URL), ID names this supervisor, S bounds how long it runs (default: until stopped). The old
+positional form `ROOT ID [SECONDS]` still works and prints a deprecation note.
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TextIO
 
 from dhp.core import machine
@@ -49,7 +50,6 @@ from dhp.core.backend import StoreBackend
 from dhp.core.clock import rfc3339
 from dhp.core.errors import DHPError, InvalidInput
 from dhp.observe import tracing
-from dhp.store import sqlite_supervisor as supervisor_sql
 
 LEADERSHIP = "supervisor"
 BATCH = 200  # handoffs acted on per transaction; a pass repeats until a scan comes back short
@@ -131,7 +131,7 @@ class Supervisor:
         """Take or renew the leadership lease; returns whether this supervisor leads."""
         with self.store.transaction() as tx:
             now = self.store.now()
-            row = supervisor_sql.get_leader(tx, LEADERSHIP)
+            row = tx.get_leader(LEADERSHIP)
             mine = row is not None and row["holder"] == self.id \
                 and row["incarnation"] == self._token
             if mine and row["expires_at"] > now and row["fence"] == self.fence:
@@ -140,7 +140,7 @@ class Supervisor:
                 why = self._vacancy(row, now, mine)
                 fence = (row["fence"] if row else 0) + 1 if why else None
             if fence is not None:
-                supervisor_sql.put_leader(tx, LEADERSHIP, self.id, self._token, fence,
+                tx.put_leader(LEADERSHIP, self.id, self._token, fence,
                                           now + self.ttl)
         if fence is None:  # another supervisor leads
             self.fence = None
@@ -169,12 +169,12 @@ class Supervisor:
     def _check_leader(self, tx: Any, now: float, *, renew: bool = True) -> None:
         """The fence of every action: still the leader under the same fence, in this very
         transaction. Renewing here too keeps a long pass from outliving the lease."""
-        row = supervisor_sql.get_leader(tx, LEADERSHIP)
+        row = tx.get_leader(LEADERSHIP)
         if row is None or row["holder"] != self.id or row["incarnation"] != self._token \
                 or row["fence"] != self.fence or row["expires_at"] <= now:
             raise LostLeadership()
         if renew:
-            supervisor_sql.put_leader(tx, LEADERSHIP, self.id, self._token, self.fence,
+            tx.put_leader(LEADERSHIP, self.id, self._token, self.fence,
                                       now + self.ttl)
 
     def resign(self) -> None:
@@ -188,7 +188,7 @@ class Supervisor:
             except LostLeadership:
                 self.fence = None
                 return
-            supervisor_sql.put_leader(tx, LEADERSHIP, self.id, self._token, self.fence, now)
+            tx.put_leader(LEADERSHIP, self.id, self._token, self.fence, now)
         self.log("resign", reason="stopping", fence=self.fence)
         self.fence = None
 
@@ -200,11 +200,11 @@ class Supervisor:
         try:
             if not self.elect():
                 return actions
-            actions += self._sweep("dead_letter", supervisor_sql.over_wall_clock,
+            actions += self._sweep("dead_letter", self._over_wall_clock_ids,
                                    self._out_of_time)
             actions += self._sweep("orphan", self._expired_ids, self._expired)
             actions += self._dead_owners()
-            actions += self._sweep("orphan", supervisor_sql.stalled, self._stalled)
+            actions += self._sweep("orphan", self._stalled_ids, self._stalled)
         except LostLeadership:
             fence, self.fence = self.fence, None
             actions.append(self.log("lost_leadership", reason="another supervisor leads now",
@@ -215,7 +215,9 @@ class Supervisor:
 
     def _sweep(self, action: str, scan: Callable[[Any, float, int], list[str]],
                judge: Callable[[dict, float], tuple[machine.Outcome, str] | None]) -> list[dict]:
-        """Act on what `scan` finds, a batch per fenced transaction, until it runs dry."""
+        """Act on what `scan` finds, a batch per fenced transaction, until it runs dry. The
+        judge sees each row as it is now, under its lock: a scan may be stale on a store
+        whose scans do not block writers, so every judge checks its own condition again."""
         done: list[dict] = []
         while True:
             with self.store.transaction() as tx:
@@ -230,7 +232,7 @@ class Supervisor:
     def _apply(self, tx: Any, hid: str, now: float, action: str,
                judge: Callable[[dict, float], tuple[machine.Outcome, str] | None]) -> list:
         row = tx.get(hid)
-        judged = judge(row["record"], now) if row is not None else None
+        judged = judge(row, now) if row is not None else None
         if judged is None:
             return []  # changed since the scan (recovered, completed...): nothing to do
         outcome, reason = judged
@@ -251,7 +253,16 @@ class Supervisor:
         return [r["handoff_id"] for r in tx.select(expired_before=now, limit=limit)]
 
     @staticmethod
-    def _expired(record: dict, now: float) -> tuple[machine.Outcome, str] | None:
+    def _over_wall_clock_ids(tx: Any, now: float, limit: int) -> list[str]:
+        return tx.over_wall_clock(now, limit)
+
+    @staticmethod
+    def _stalled_ids(tx: Any, now: float, limit: int) -> list[str]:
+        return tx.stalled(now, limit)
+
+    @staticmethod
+    def _expired(row: dict, now: float) -> tuple[machine.Outcome, str] | None:
+        record = row["record"]
         if record["state"] != "claimed" or machine.lease_live(record, now):
             return None
         outcome = machine.decide(record, {"name": "orphan"}, now)
@@ -260,12 +271,16 @@ class Supervisor:
             if outcome.accepted else None
 
     @staticmethod
-    def _out_of_time(record: dict, now: float) -> tuple[machine.Outcome, str] | None:
-        outcome = park_if_out_of_time(record, now)
+    def _out_of_time(row: dict, now: float) -> tuple[machine.Outcome, str] | None:
+        outcome = park_if_out_of_time(row["record"], now)
         return (outcome, outcome.record["dlq_reason"]) if outcome else None
 
     @staticmethod
-    def _stalled(record: dict, now: float) -> tuple[machine.Outcome, str] | None:
+    def _stalled(row: dict, now: float) -> tuple[machine.Outcome, str] | None:
+        record = row["record"]
+        if record["state"] != "claimed" or record["progress_timeout_s"] is None \
+                or record["last_progress_at"] + record["progress_timeout_s"] >= now:
+            return None  # it made progress since the scan
         outcome = machine.decide(record, {"name": "orphan"}, now)
         if not outcome.accepted:
             return None
@@ -279,20 +294,21 @@ class Supervisor:
         if liveness is None:
             return []
         done: list[dict] = []
-        for path in sorted(Path(liveness.folder).glob("*.lock")):
-            token = path.stem
+        for token in liveness.tokens():
             if token == self._token or not liveness.owner_dead(token):
                 continue
 
-            def judge(record: dict, now: float) -> tuple[machine.Outcome, str] | None:
-                if record["state"] != "claimed":
-                    return None
+            def judge(row: dict, now: float, token: str = token) \
+                    -> tuple[machine.Outcome, str] | None:
+                record = row["record"]
+                if record["state"] != "claimed" or row["owner_incarnation"] != token:
+                    return None  # taken over by a living process since the scan
                 outcome = machine.decide(record, {"name": "orphan", "owner_dead": True}, now)
                 reason = f"owner {record['owner']} process is dead (liveness lock free)"
                 return (outcome, reason) if outcome.accepted else None
 
             def scan(tx: Any, now: float, limit: int, token: str = token) -> list[str]:
-                return supervisor_sql.claimed_by_incarnation(tx, token, limit)
+                return tx.claimed_by_incarnation(token, limit)
 
             done += self._sweep("orphan", scan, judge)
         return done
@@ -392,7 +408,8 @@ def main(argv: list[str] | None = None) -> int:
         "`dhp supervisor`.", epilog=epilog(EXAMPLES),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--store", default=None, metavar="PATH",
-                        help=f"the store folder (default: $DHP_STORE, else {DEFAULT_STORE})")
+                        help="the store: a folder or a postgresql:// URL "
+                        f"(default: $DHP_STORE, else {DEFAULT_STORE})")
     add_arguments(parser)
     parser.add_argument("legacy", nargs="*", help=argparse.SUPPRESS)  # ROOT ID [SECONDS]
     try:

@@ -138,6 +138,31 @@ class Tx(ABC):
     def owner_incarnations(self) -> list[str]:
         """The distinct liveness tokens of the owners of claimed handoffs."""
 
+    # The supervisor's storage: its leadership row and the indexed scans of a pass, each
+    # costing in proportion to the handoffs it finds (ids, oldest first).
+
+    @abstractmethod
+    def get_leader(self, name: str) -> dict | None:
+        """The leadership row `name` ({holder, incarnation, fence, expires_at}) or None;
+        concurrent leadership transactions are serialised from here to their commit."""
+
+    @abstractmethod
+    def put_leader(self, name: str, holder: str, incarnation: str | None, fence: int,
+                   expires_at: float) -> None:
+        """Create or replace the leadership row `name`."""
+
+    @abstractmethod
+    def claimed_by_incarnation(self, token: str, limit: int) -> list[str]:
+        """Claimed handoffs whose owner process is `token`."""
+
+    @abstractmethod
+    def stalled(self, now: float, limit: int) -> list[str]:
+        """Claimed handoffs past their progress deadline (DHP-LSE-007)."""
+
+    @abstractmethod
+    def over_wall_clock(self, now: float, limit: int) -> list[str]:
+        """Live handoffs past their wall-clock budget (DHP-BUD-004)."""
+
 
 def _position(cursor: str) -> int:
     if not cursor.isdigit():
@@ -148,9 +173,12 @@ def _position(cursor: str) -> int:
 class StoreBackend(ABC):
     """A store. `ttl` and `heartbeat_interval` are the defaults for claims made on it."""
 
+    location: str = ""  # what dhp.Store() opens it by: a folder path or a URL
     ttl: float = DEFAULT_TTL
     heartbeat_interval: float | None = None
-    liveness: Any = None  # an object with token() and owner_dead(token), or None
+    # An object with token() (hold this process's liveness lock; its id), owner_dead(token)
+    # and tokens() (the owners a supervisor should probe), or None.
+    liveness: Any = None
     limits: Limits = DEFAULT_LIMITS  # sizes and depth this store accepts (DHP-LIM-001)
 
     @abstractmethod

@@ -48,11 +48,10 @@ def overview(store: Any) -> dict:
 def leadership(store: Any) -> dict | None:
     """The supervisors' leadership row, where the backend has one."""
     try:
-        from dhp.store import sqlite_supervisor
         from dhp.supervisor import LEADERSHIP
 
         with store.transaction(write=False) as tx:
-            row = sqlite_supervisor.get_leader(tx, LEADERSHIP)
+            row = tx.get_leader(LEADERSHIP)
             now = store.now()
     except DHPError:
         return None

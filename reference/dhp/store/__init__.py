@@ -1,7 +1,8 @@
 """`dhp.Store(...)`: open a store by location.
 
 A folder path opens (and on first use creates) the embedded SQLite store. A `postgresql://`
-URL names the Postgres backend, which is not part of this release yet.
+(or `postgres://`) URL opens the server store in that database (dhp.store.postgres, the
+`postgres` extra), creating its schema on first use.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ def Store(location: str | os.PathLike, *, ttl: float = DEFAULT_TTL,  # noqa: N80
           fsync_interval: float = DEFAULT_FSYNC_INTERVAL,
           clock: Callable[[], float] | None = None,
           limits: Limits | None = None) -> StoreBackend:
-    """Open the store at `location` (a folder for SQLite/WAL).
+    """Open the store at `location`: a folder for SQLite/WAL, or a URL
+    `postgresql://user@host:port/db?schema=dhp` for Postgres (every libpq URL parameter works;
+    `schema`, default `dhp`, names the schema holding the store).
 
     `ttl` is the default lease length in seconds (5.0) and `heartbeat_interval` the default
     time between background heartbeats (ttl / 3 when None); claims may override both.
@@ -29,6 +32,9 @@ def Store(location: str | os.PathLike, *, ttl: float = DEFAULT_TTL,  # noqa: N80
     every write survives kill -9 of any process, and a power loss can forget at most the
     checkpoints acknowledged within one interval after the last fsync; 0 fsyncs every
     checkpoint. Claims, completions and the other ownership changes are always fsynced.
+    On Postgres every acknowledged write but a heartbeat is flushed to the server's WAL
+    before it returns (the server's group commit batches), so `fsync_interval` does not
+    apply there.
     `limits` (dhp.Limits) are the sizes and nesting depth this store accepts (DHP-LIM-001;
     the defaults when None).
     `clock` replaces the store clock (seconds, monotonic), for tests only.
@@ -42,8 +48,15 @@ def Store(location: str | os.PathLike, *, ttl: float = DEFAULT_TTL,  # noqa: N80
                            f"ttl {ttl}, or every lease would lapse between heartbeats")
     text = os.fspath(location)
     if text.startswith(("postgresql://", "postgres://")):
-        raise InvalidInput("the Postgres backend is not in this release of durable-handoff "
-                           "yet; use a folder path for the embedded SQLite store")
+        try:
+            from dhp.store.postgres import PostgresStore
+        except ImportError as exc:
+            raise InvalidInput(f"a postgresql:// store needs the postgres extra ({exc}): "
+                               "pip install 'durable-handoff[postgres]'") from None
+        store = PostgresStore(text, ttl=ttl, heartbeat_interval=heartbeat_interval, clock=clock)
+        if limits is not None:
+            store.limits = limits  # enforced in core, before anything is stored
+        return store
     if "://" in text:
         raise InvalidInput(f"unknown store location {text!r}: give a folder path "
                            "(SQLite) or a postgresql:// URL")

@@ -279,6 +279,45 @@ class SQLiteTx(Tx):
                                  "WHERE state = 'claimed' AND owner_incarnation IS NOT NULL")
         return [r[0] for r in rows]
 
+    # --- the supervisor's storage (every scan backed by a partial index, migration 2) ---
+
+    def get_leader(self, name: str) -> dict | None:
+        row = self.conn.execute(
+            "SELECT holder, incarnation, fence, expires_at FROM supervisor_leadership "
+            "WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            return None
+        return dict(zip(("holder", "incarnation", "fence", "expires_at"), row, strict=True))
+
+    def put_leader(self, name: str, holder: str, incarnation: str | None, fence: int,
+                   expires_at: float) -> None:
+        self.conn.execute(
+            "INSERT INTO supervisor_leadership (name, holder, incarnation, fence, expires_at) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET holder = excluded.holder, "
+            "incarnation = excluded.incarnation, fence = excluded.fence, "
+            "expires_at = excluded.expires_at", (name, holder, incarnation, fence, expires_at))
+
+    def claimed_by_incarnation(self, token: str, limit: int) -> list[str]:
+        rows = self.conn.execute(
+            "SELECT id FROM handoffs INDEXED BY supervisor_by_incarnation "
+            "WHERE state = 'claimed' AND owner_incarnation = ? LIMIT ?", (token, limit))
+        return [r[0] for r in rows]
+
+    def stalled(self, now: float, limit: int) -> list[str]:
+        rows = self.conn.execute(
+            "SELECT id FROM handoffs INDEXED BY supervisor_by_progress_deadline "
+            "WHERE state = 'claimed' AND progress_timeout_s IS NOT NULL "
+            "AND last_progress_at + progress_timeout_s < ? LIMIT ?", (now, limit))
+        return [r[0] for r in rows]
+
+    def over_wall_clock(self, now: float, limit: int) -> list[str]:
+        rows = self.conn.execute(
+            "SELECT id FROM handoffs INDEXED BY supervisor_by_wall_clock_deadline "
+            "WHERE state IN ('claimed', 'released', 'orphaned') AND first_claimed_at IS NOT NULL "
+            "AND first_claimed_at + json_extract(budget, '$.max_wall_clock_s') < ? LIMIT ?",
+            (now, limit))
+        return [r[0] for r in rows]
+
 
 _CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 
@@ -304,6 +343,7 @@ class SQLiteStore(StoreBackend):
                  fsync_interval: float = DEFAULT_FSYNC_INTERVAL,
                  clock: Callable[[], float] | None = None, limits: Limits | None = None):
         self.path = Path(path)
+        self.location = str(self.path)
         if self.path.exists() and not self.path.is_dir():
             raise InvalidInput(f"store path {self.path} exists and is not a folder")
         self.ttl = ttl

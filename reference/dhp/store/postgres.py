@@ -1,0 +1,483 @@
+"""The server store: PostgreSQL through psycopg 3, one store for a fleet of hosts.
+
+Location. `postgresql://user@host:port/db?schema=dhp`: every libpq URL parameter works;
+`schema` (ours, default `dhp`) names the schema that holds the store's tables, so one database
+can hold several stores.
+
+Versioning. `<schema>.meta.schema_version` counts the entries of MIGRATIONS applied. Opening a
+store reads the version without a lock; when it is behind, the migration runs in one
+transaction under a transaction-level advisory lock, so concurrent openers migrate it exactly
+once (the losers see the new version when they get the lock and do nothing).
+
+Concurrency. A write transaction takes a row lock on the handoff it reads (`SELECT ... FOR
+UPDATE`), so writers of different handoffs never wait for each other, and concurrent claimers
+of one handoff are serialised on its row (DHP-FEN-005). `claim_next` and the supervisor's scans
+pick rows with `FOR UPDATE SKIP LOCKED`, so N workers pulling from one queue never queue
+behind each other. Leadership decisions are serialised by a transaction advisory lock.
+
+Connections. A psycopg_pool pool per process (re-made in a forked child). A connection error
+or a statement timeout is `unavailable` (retryable, outcome unknown): the broken connection is
+dropped, the pool's idle ones are checked, and the next call works once the server is back.
+Every session sets a statement timeout, an idle-in-transaction timeout (so a worker stopped
+inside a transaction cannot hold a row lock for long) and TCP keepalives on both ends.
+
+Clock (DHP-SRV-001, DHP-SRV-002). Every lease decision is taken with the database server's
+clock, `clock_timestamp()`, read on the transaction's own connection after its row lock was
+taken; no client's clock is ever used. Fencing keeps safety independent of that clock.
+
+Durability (DHP-SRV-004). Dispatches, claims, checkpoints, completions and every other change
+commit with `synchronous_commit = on`: acknowledged means flushed to the server's WAL (the
+server's group commit shares one flush among concurrent committers). Heartbeats commit with
+`synchronous_commit = off`: losing one only shortens a lease.
+
+Liveness (DHP-SRV-003): see dhp.store.pg_liveness.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from dhp.core.backend import DEFAULT_TTL, SYNCS, StoreBackend, Tx
+from dhp.core.errors import Internal, InvalidInput, Unavailable
+from dhp.store.pg_liveness import PgLiveness, advisory_key
+
+DEFAULT_SCHEMA = "dhp"
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+# Session settings of every connection: bounded waits, and keepalives so that the server
+# notices a vanished client (its row and advisory locks are freed) and the client a vanished
+# server. Seconds / milliseconds as Postgres reads them.
+STATEMENT_TIMEOUT_MS = 30_000
+IDLE_IN_TRANSACTION_MS = 10_000
+SERVER_KEEPALIVES = {"tcp_keepalives_idle": 5, "tcp_keepalives_interval": 1,
+                     "tcp_keepalives_count": 3, "tcp_user_timeout": 10_000}
+CLIENT_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 1,
+                     "keepalives_count": 3, "tcp_user_timeout": 10_000, "connect_timeout": 10}
+POOL_MAX = 4  # per process: the main thread, heartbeat threads, a supervisor
+POOL_WAIT_S = 10.0  # the longest a call waits for a connection (server restarting, pool busy)
+
+# Each entry is one migration: the statements that take the schema from version i to i + 1.
+# `{s}` is the store's (validated, quoted) schema.
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE {s}.handoffs (
+        id text PRIMARY KEY,
+        seq bigserial NOT NULL,
+        envelope text NOT NULL,
+        task_kind text NOT NULL,
+        state text NOT NULL,
+        owner text,
+        fence bigint NOT NULL,
+        lease_expires_at double precision,
+        attempts integer NOT NULL,
+        steps integer NOT NULL,
+        spend double precision NOT NULL,
+        first_claimed_at double precision,
+        last_progress_at double precision,
+        budget jsonb NOT NULL,
+        dlq_reason text,
+        progress_timeout_s double precision,
+        owner_incarnation text,
+        result text,
+        created_at text NOT NULL,
+        updated_at double precision NOT NULL
+    );
+    CREATE INDEX handoffs_order ON {s}.handoffs (seq);
+    CREATE INDEX handoffs_by_state ON {s}.handoffs (state, task_kind, seq);
+    CREATE INDEX handoffs_takeable ON {s}.handoffs (task_kind, seq)
+        WHERE state IN ('pending', 'released', 'orphaned');
+    CREATE INDEX handoffs_by_lease ON {s}.handoffs (lease_expires_at)
+        WHERE state = 'claimed';
+    CREATE INDEX handoffs_by_incarnation ON {s}.handoffs (owner_incarnation)
+        WHERE state = 'claimed';
+    CREATE INDEX handoffs_by_progress_deadline
+        ON {s}.handoffs ((last_progress_at + progress_timeout_s))
+        WHERE state = 'claimed' AND progress_timeout_s IS NOT NULL;
+    CREATE INDEX handoffs_by_wall_clock_deadline
+        ON {s}.handoffs ((first_claimed_at + (budget ->> 'max_wall_clock_s')::float8))
+        WHERE state IN ('claimed', 'released', 'orphaned') AND first_claimed_at IS NOT NULL;
+    CREATE TABLE {s}.checkpoints (
+        handoff_id text NOT NULL,
+        seq integer NOT NULL,
+        fence bigint NOT NULL,
+        hash text NOT NULL,
+        record text NOT NULL,
+        PRIMARY KEY (handoff_id, seq)
+    );
+    CREATE TABLE {s}.supervisor_leadership (
+        name text PRIMARY KEY,
+        holder text NOT NULL,
+        incarnation text,
+        fence bigint NOT NULL,
+        expires_at double precision NOT NULL
+    )
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+RECORD_COLUMNS = ("state", "owner", "fence", "lease_expires_at", "attempts", "steps", "spend",
+                  "first_claimed_at", "last_progress_at", "budget", "dlq_reason",
+                  "progress_timeout_s")
+_ROW_COLUMNS = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "owner_incarnation", "result",
+                "created_at", "updated_at")
+_CLOCK = "extract(epoch FROM clock_timestamp())::float8"
+
+
+def _dumps(obj: object) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _number(value: float) -> int | float:
+    # spend is a double in the table; integral values read back as the ints they were.
+    return int(value) if value.is_integer() and abs(value) < 2 ** 53 else value
+
+
+def _row(values: tuple) -> dict:
+    raw = dict(zip(_ROW_COLUMNS, values, strict=True))
+    record = {k: raw[k] for k in RECORD_COLUMNS}
+    record["spend"] = _number(record["spend"])
+    envelope = raw["envelope"]
+    return {"handoff_id": raw["id"], "envelope": json.loads(envelope) if envelope else None,
+            "task_kind": raw["task_kind"], "record": record,
+            "owner_incarnation": raw["owner_incarnation"],
+            "result": json.loads(raw["result"]) if raw["result"] is not None else None,
+            "created_at": raw["created_at"], "updated_at": raw["updated_at"]}
+
+
+def _record_values(record: dict) -> list:
+    if set(record) != set(RECORD_COLUMNS):
+        raise Internal(f"record members {sorted(record)} do not match the store's columns")
+    return [Jsonb(record[k]) if k == "budget" else record[k] for k in RECORD_COLUMNS]
+
+
+def split_location(url: str) -> tuple[str, str]:
+    """(libpq conninfo URL, schema) of a store location; `schema` is our URL parameter."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schemas = [v for k, v in query if k == "schema"]
+    schema = schemas[-1] if schemas else DEFAULT_SCHEMA
+    if not _SCHEMA_NAME.match(schema):
+        raise InvalidInput(f"schema {schema!r} in the store URL must be a lower-case SQL "
+                           "identifier (letters, digits, _; at most 63)")
+    rest = urlencode([(k, v) for k, v in query if k != "schema"])
+    return urlunsplit(parts._replace(query=rest)), schema
+
+
+def _options(settings: dict[str, Any]) -> str:
+    return " ".join(f"-c {k}={v}" for k, v in settings.items())
+
+
+class PostgresTx(Tx):
+    def __init__(self, store: PostgresStore, conn: psycopg.Connection, write: bool):
+        self.store = store
+        self.conn = conn
+        self.write = write
+        self.s = store.quoted_schema
+
+    def _all(self, sql: str, args: Any = None) -> list[tuple]:
+        return self.conn.execute(sql.replace("{s}", self.s), args).fetchall()
+
+    def _one(self, sql: str, args: Any = None) -> tuple | None:
+        return self.conn.execute(sql.replace("{s}", self.s), args).fetchone()
+
+    def _select(self, envelope: bool = True) -> str:
+        cols = ", ".join("NULL" if not envelope and c in ("envelope", "result") else c
+                         for c in _ROW_COLUMNS)
+        return f"SELECT {cols} FROM {{s}}.handoffs"
+
+    def get(self, handoff_id: str, *, envelope: bool = True) -> dict | None:
+        lock = " FOR UPDATE" if self.write else ""
+        found = self._one(f"{self._select(envelope)} WHERE id = %s{lock}", (handoff_id,))
+        return _row(found) if found else None
+
+    def insert(self, handoff_id: str, envelope: dict, record: dict, created_at: str) -> None:
+        cols = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "created_at", "updated_at")
+        values = [handoff_id, _dumps(envelope), envelope["intent"]["task_kind"],
+                  *_record_values(record), created_at, self.store.now()]
+        # A concurrent dispatch of the same intent inserted it first: same handoff (DHP-ID-004).
+        self._all(f"INSERT INTO {{s}}.handoffs ({', '.join(cols)}) "
+                  f"VALUES ({', '.join(['%s'] * len(cols))}) ON CONFLICT (id) DO NOTHING "
+                  "RETURNING id", values)
+
+    def put_record(self, handoff_id: str, record: dict, owner_incarnation: str | None) -> None:
+        sets = ", ".join(f"{c} = %s" for c in (*RECORD_COLUMNS, "owner_incarnation"))
+        cur = self.conn.execute(
+            f"UPDATE {self.s}.handoffs SET {sets}, updated_at = {_CLOCK} WHERE id = %s"
+            if self.store.clock is None else
+            f"UPDATE {self.s}.handoffs SET {sets}, updated_at = %s WHERE id = %s",
+            [*_record_values(record), owner_incarnation,
+             *([] if self.store.clock is None else [self.store.now()]), handoff_id])
+        if cur.rowcount != 1:
+            raise Internal(f"update of {handoff_id} touched {cur.rowcount} rows")
+
+    def last_link(self, handoff_id: str) -> tuple[int, str] | None:
+        return self._one("SELECT seq, hash FROM {s}.checkpoints WHERE handoff_id = %s "
+                         "ORDER BY seq DESC LIMIT 1", (handoff_id,))
+
+    def last_checkpoint(self, handoff_id: str) -> dict | None:
+        found = self._one("SELECT record FROM {s}.checkpoints WHERE handoff_id = %s "
+                          "ORDER BY seq DESC LIMIT 1", (handoff_id,))
+        return json.loads(found[0]) if found else None
+
+    def append_checkpoint(self, record: dict, *, text: str | None = None) -> None:
+        self.append_checkpoints([(record, text)])
+
+    def append_checkpoints(self, records: list[tuple[dict, str | None]]) -> None:
+        with self.conn.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO {self.s}.checkpoints (handoff_id, seq, fence, hash, record) "
+                "VALUES (%s, %s, %s, %s, %s)",
+                [(r["handoff_id"], r["seq"], r["fence"], r["hash"],
+                  _dumps(r) if text is None else text) for r, text in records])
+
+    def checkpoints(self, handoff_id: str) -> list[dict]:
+        rows = self._all("SELECT record FROM {s}.checkpoints WHERE handoff_id = %s "
+                         "ORDER BY seq", (handoff_id,))
+        return [json.loads(r[0]) for r in rows]
+
+    def put_result(self, handoff_id: str, result_record: dict) -> None:
+        self._all("UPDATE {s}.handoffs SET result = %s WHERE id = %s RETURNING id",
+                  (_dumps(result_record), handoff_id))
+
+    def select(self, *, states: tuple[str, ...] | None = None,
+               task_kinds: tuple[str, ...] | None = None,
+               expired_before: float | None = None, limit: int | None = None) -> list[dict]:
+        where, args = [], []
+        if expired_before is not None:
+            states = ("claimed",)
+            where.append("lease_expires_at <= %s")
+            args.append(expired_before)
+        for column, values in (("state", states), ("task_kind", task_kinds)):
+            if values is not None:
+                where.append(f"{column} = ANY(%s)")
+                args.append(list(values))
+        sql = self._select() + (" WHERE " + " AND ".join(where) if where else "") \
+            + " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT %s"
+            args.append(limit)
+        if self.write:
+            # claim_next and the supervisor's scans: a row another writer holds is skipped,
+            # so N workers pulling from one queue never queue behind each other.
+            sql += " FOR UPDATE SKIP LOCKED"
+        return [_row(r) for r in self._all(sql, args)]
+
+    def owner_incarnations(self) -> list[str]:
+        rows = self._all("SELECT DISTINCT owner_incarnation FROM {s}.handoffs "
+                         "WHERE state = 'claimed' AND owner_incarnation IS NOT NULL")
+        return [r[0] for r in rows]
+
+    # --- the supervisor's storage -------------------------------------------------------
+    # Each scan locks what it returns (skipping rows a writer holds), and the lock re-reads
+    # the row: a row that no longer matches (recovered since the statement began) is left out.
+
+    def get_leader(self, name: str) -> dict | None:
+        # Leadership decisions are serialised like claims of one handoff are (the row may
+        # not exist yet, so a row lock cannot do it).
+        self._all("SELECT pg_advisory_xact_lock(%s)",
+                  (advisory_key(f"leadership {self.s} {name}"),))
+        row = self._one("SELECT holder, incarnation, fence, expires_at "
+                        "FROM {s}.supervisor_leadership WHERE name = %s", (name,))
+        if row is None:
+            return None
+        return dict(zip(("holder", "incarnation", "fence", "expires_at"), row, strict=True))
+
+    def put_leader(self, name: str, holder: str, incarnation: str | None, fence: int,
+                   expires_at: float) -> None:
+        self._all("INSERT INTO {s}.supervisor_leadership "
+                  "(name, holder, incarnation, fence, expires_at) VALUES (%s, %s, %s, %s, %s) "
+                  "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, "
+                  "incarnation = excluded.incarnation, fence = excluded.fence, "
+                  "expires_at = excluded.expires_at RETURNING name",
+                  (name, holder, incarnation, fence, expires_at))
+
+    def claimed_by_incarnation(self, token: str, limit: int) -> list[str]:
+        return [r[0] for r in self._all(
+            "SELECT id FROM {s}.handoffs WHERE state = 'claimed' AND owner_incarnation = %s "
+            "ORDER BY seq LIMIT %s FOR UPDATE SKIP LOCKED", (token, limit))]
+
+    def stalled(self, now: float, limit: int) -> list[str]:
+        return [r[0] for r in self._all(
+            "SELECT id FROM {s}.handoffs WHERE state = 'claimed' "
+            "AND progress_timeout_s IS NOT NULL "
+            "AND last_progress_at + progress_timeout_s < %s ORDER BY seq LIMIT %s "
+            "FOR UPDATE SKIP LOCKED",
+            (now, limit))]
+
+    def over_wall_clock(self, now: float, limit: int) -> list[str]:
+        return [r[0] for r in self._all(
+            "SELECT id FROM {s}.handoffs "
+            "WHERE state IN ('claimed', 'released', 'orphaned') AND first_claimed_at IS NOT NULL "
+            "AND first_claimed_at + (budget ->> 'max_wall_clock_s')::float8 < %s "
+            "ORDER BY seq LIMIT %s FOR UPDATE SKIP LOCKED", (now, limit))]
+
+
+class PostgresStore(StoreBackend):
+    """A store in schema `schema` of the Postgres database at `url`."""
+
+    def __init__(self, url: str, *, ttl: float = DEFAULT_TTL,
+                 heartbeat_interval: float | None = None,
+                 clock: Callable[[], float] | None = None, pool_max: int = POOL_MAX):
+        self.url = self.location = url
+        self.conninfo, self.schema = split_location(url)
+        self.quoted_schema = f'"{self.schema}"'
+        self.ttl = ttl
+        self.heartbeat_interval = heartbeat_interval
+        self.clock = clock  # tests only: replaces the server's clock
+        self.pool_max = pool_max
+        self._kwargs = {**CLIENT_KEEPALIVES, "autocommit": True,
+                        "application_name": f"dhp {self.schema}", "options": _options({
+            "synchronous_commit": "on", "statement_timeout": STATEMENT_TIMEOUT_MS,
+            "idle_in_transaction_session_timeout": IDLE_IN_TRANSACTION_MS,
+            **SERVER_KEEPALIVES})}
+        self._local = threading.local()
+        self._pool: ConnectionPool | None = None
+        self._pid = -1
+        self._mutex = threading.Lock()
+        self.liveness = PgLiveness(self.conninfo, self._kwargs, self)
+        self._migrate()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.display_url()!r})"
+
+    def display_url(self) -> str:
+        """The location without a password."""
+        parts = urlsplit(self.url)
+        if parts.password:
+            host = parts.netloc.rsplit("@", 1)[1]
+            parts = parts._replace(netloc=f"{parts.username}:***@{host}")
+        return urlunsplit(parts)
+
+    # --- connections ---
+
+    def _pool_here(self) -> ConnectionPool:
+        # A pool must not cross fork(): a child makes its own (the parent's sockets are left
+        # alone; psycopg does not close a connection inherited across fork).
+        with self._mutex:
+            if self._pool is None or self._pid != os.getpid():
+                self._pool = ConnectionPool(self.conninfo, kwargs=self._kwargs, min_size=1,
+                                            max_size=self.pool_max, open=True, timeout=POOL_WAIT_S,
+                                            name=f"dhp-{self.schema}")
+                self._pid = os.getpid()
+            return self._pool
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        """A connection of this thread's open transaction, else one from the pool; server
+        and pool errors become `unavailable`."""
+        current = getattr(self._local, "conn", None)
+        if current is not None:
+            yield current
+            return
+        pool = self._pool_here()
+        try:
+            with pool.connection() as conn:
+                yield conn
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            self._after_failure(pool)
+            raise Unavailable(f"store {self.display_url()}: {exc}".strip()) from None
+        except psycopg.Error as exc:
+            raise Internal(f"store {self.display_url()}: {exc}") from None
+
+    def _after_failure(self, pool: ConnectionPool) -> None:
+        # The server may have restarted: drop every broken idle connection now, so the next
+        # call gets a working one (or a fresh error) instead of another dead socket.
+        try:
+            pool.check()
+        except Exception:  # noqa: BLE001 (the original error is what the caller sees)
+            pass
+
+    def _migrate(self) -> None:
+        # A connection of its own, not the pool's: a wrong URL or a server that is down
+        # fails here at once with the driver's reason.
+        try:
+            with psycopg.connect(self.conninfo, **self._kwargs) as conn:
+                self._migrate_on(conn)
+        except psycopg.Error as exc:
+            raise Unavailable(f"cannot open the store {self.display_url()}: "
+                              f"{str(exc).strip()}") from None
+
+    def _migrate_on(self, conn: psycopg.Connection) -> None:
+        if self._version(conn) == len(MIGRATIONS):
+            return  # a plain read: opening an up-to-date store takes no lock
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)",
+                         (advisory_key(f"migrate {self.schema}"),))
+            s = self.quoted_schema
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {s}.meta "
+                         "(key text PRIMARY KEY, value text NOT NULL)")
+            version = self._version(conn) or 0
+            if version > len(MIGRATIONS):
+                raise Unavailable(
+                    f"the store {self.display_url()} has schema version {version}; this "
+                    f"release reads up to {len(MIGRATIONS)}: upgrade durable-handoff")
+            for step in MIGRATIONS[version:]:
+                conn.execute(step.replace("{s}", s))  # no parameters: one round trip
+            conn.execute(f"INSERT INTO {s}.meta VALUES ('schema_version', %s) "
+                         "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                         (str(len(MIGRATIONS)),))
+
+    def _version(self, conn: psycopg.Connection) -> int | None:
+        exists = conn.execute("SELECT to_regclass(%s)", (f"{self.quoted_schema}.meta",))
+        if exists.fetchone()[0] is None:
+            return None
+        row = conn.execute(f"SELECT value FROM {self.quoted_schema}.meta "
+                           "WHERE key = 'schema_version'").fetchone()
+        return int(row[0]) if row else None
+
+    def schema_version(self) -> int:
+        with self.connection() as conn:
+            return self._version(conn) or 0
+
+    # --- the StoreBackend interface ---
+
+    def now(self) -> float:
+        if self.clock is not None:
+            return self.clock()
+        with self.connection() as conn:
+            return conn.execute(f"SELECT {_CLOCK}").fetchone()[0]
+
+    def in_transaction_on_this_thread(self) -> bool:
+        return getattr(self._local, "conn", None) is not None
+
+    @contextmanager
+    def transaction(self, *, write: bool = True, sync: str = "commit") -> Iterator[Tx]:
+        if sync not in SYNCS:
+            raise Internal(f"unknown sync {sync!r}; expected one of {SYNCS}")
+        if self.in_transaction_on_this_thread():
+            raise Internal("nested store transaction")
+        with self.connection() as conn:
+            self._local.conn = conn
+            try:
+                with conn.transaction():
+                    if sync == "none":  # a heartbeat: losing one only shortens a lease
+                        conn.execute("SET LOCAL synchronous_commit = off")
+                    yield PostgresTx(self, conn, write)
+            finally:
+                self._local.conn = None
+
+    def storage_check(self) -> list[str]:
+        # The server checks its own pages (checksums, WAL); nothing is kept outside it.
+        # What can be wrong at this level is the schema itself.
+        version = self.schema_version()
+        if version != len(MIGRATIONS):
+            return [f"schema {self.schema} is at version {version}, expected {len(MIGRATIONS)}"]
+        return []
+
+    def close(self) -> None:
+        with self._mutex:
+            if self._pool is not None and self._pid == os.getpid():
+                self._pool.close()
+            self._pool = None
+

@@ -1,0 +1,296 @@
+"""What only the Postgres store has: its URL, migrations under an advisory lock, row locks
+(writers of different handoffs never wait for each other), SKIP LOCKED claims, the server's
+clock, reconnection after the server drops every session, and its session advisory liveness
+lock. Everything the stores share is proved by the tests parametrised over both backends."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from dhp import api as dhp
+from dhp.core import clock as host_clock
+from dhp.core import operations
+from dhp.core.errors import Conflict, InvalidInput, LeaseLost, Unavailable
+
+pytestmark = pytest.mark.usefixtures("postgres_schemas")
+psycopg = pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
+from dhp.store import postgres as pg  # noqa: E402 (needs psycopg)
+from dhp.store.pg_liveness import process_lock  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+WORKER = HERE / "chaos_worker.py"
+
+
+class ManualClock:
+    __test__ = False
+
+    def __init__(self, now: float = 1000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def url(postgres_schemas) -> str:
+    return postgres_schemas.location()
+
+
+def sql(query: str, *args):
+    from backends import PG_URL
+
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        cur = conn.execute(query, args or None)
+        return cur.fetchall() if cur.description else []
+
+
+def test_location_url_and_schema(url, postgres_schemas):
+    store = dhp.Store(url)
+    assert store.schema == url.rsplit("schema=", 1)[1]
+    assert store.schema_version() == pg.SCHEMA_VERSION
+    assert dhp.check_integrity(store) == []
+    store.close()
+    assert pg.split_location("postgresql://u:pw@h:5/db?sslmode=disable&schema=s1") == \
+        ("postgresql://u:pw@h:5/db?sslmode=disable", "s1")
+    assert pg.split_location("postgres://h/db")[1] == "dhp"
+    with pytest.raises(InvalidInput, match="lower-case SQL identifier"):
+        dhp.Store(postgres_schemas.url_for('x"; DROP TABLE y; --'))
+    masked = pg.PostgresStore.display_url(type("S", (), {"url": "postgresql://u:secret@h/db"}))
+    assert masked == "postgresql://u:***@h/db"
+    with pytest.raises(Unavailable):  # nothing listens there: a clear, retryable error
+        dhp.Store("postgresql://postgres@127.0.0.1:1/test?connect_timeout=2")
+
+
+@pytest.mark.covers("DHP-SRV-010")
+def test_concurrent_openers_migrate_exactly_once(url, monkeypatch):
+    """Eight stores opened at once on a schema at an older version: the one migration step
+    runs once (it counts its own runs), every opener ends at the new version."""
+    dhp.Store(url).close()
+    step = ("CREATE TABLE {s}.migration_runs (n integer); "
+            "INSERT INTO {s}.migration_runs VALUES (1)")
+    monkeypatch.setattr(pg, "MIGRATIONS", [*pg.MIGRATIONS, step])
+    stores, errors = [], []
+    start = threading.Barrier(8)
+
+    def open_one():
+        start.wait()
+        try:
+            stores.append(dhp.Store(url))
+        except Exception as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    schema = stores[0].schema
+    assert sql(f'SELECT count(*) FROM "{schema}".migration_runs') == [(1,)]
+    assert {s.schema_version() for s in stores} == {len(pg.MIGRATIONS)}
+    for s in stores:
+        s.close()
+    sql(f"UPDATE \"{schema}\".meta SET value = '100' WHERE key = 'schema_version'")
+    with pytest.raises(Unavailable, match="schema version 100"):  # a newer release's
+        dhp.Store(url)
+
+
+def _hold_row(store, hid: str, held: threading.Event, release: threading.Event):
+    """A write transaction that holds the handoff's row lock until `release`."""
+    with store.transaction() as tx:
+        tx.get(hid)
+        held.set()
+        release.wait(60)
+
+
+def _waiting_on_a_lock(schema: str) -> bool:
+    return bool(sql("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND application_name = %s", f"dhp {schema}"))
+
+
+@pytest.mark.covers("DHP-FEN-005", "DHP-SRV-008")
+def test_writers_of_different_handoffs_never_wait_for_each_other(url):
+    store, other = dhp.Store(url), dhp.Store(url)
+    a, b = (dhp.dispatch(store, "rows", {"n": n}, {}) for n in (1, 2))
+    ctx_a = dhp.claim(store, a, "wa", heartbeat_interval=0)
+    ctx_b = dhp.claim(store, b, "wb", heartbeat_interval=0)
+    held, release = threading.Event(), threading.Event()
+    holder = threading.Thread(target=_hold_row, args=(other, a, held, release))
+    holder.start()
+    try:
+        assert held.wait(30)
+        ctx_b.checkpoint({"b": 1})  # another handoff: done while a's row is locked
+        blocked = threading.Thread(target=ctx_a.checkpoint, args=({"a": 1},))
+        blocked.start()
+        deadline = time.monotonic() + 30
+        while not _waiting_on_a_lock(store.schema):  # the same handoff waits for the lock
+            assert time.monotonic() < deadline, "the write on a locked row did not wait"
+            time.sleep(0.02)
+        assert blocked.is_alive()
+    finally:
+        release.set()
+        holder.join(30)
+    blocked.join(30)
+    assert [c["state"] for c in dhp.checkpoints(store, a)] == [{"a": 1}]
+    store.close()
+    other.close()
+
+
+@pytest.mark.covers("DHP-SRV-008")
+def test_claim_next_skips_a_row_another_writer_holds(url):
+    store, other = dhp.Store(url), dhp.Store(url)
+    first, second = (dhp.dispatch(store, "queue", {"n": n}, {}) for n in (1, 2))
+    held, release = threading.Event(), threading.Event()
+    holder = threading.Thread(target=_hold_row, args=(other, first, held, release))
+    holder.start()
+    try:
+        assert held.wait(30)
+        ctx = dhp.claim_next(store, ["queue"], "w", heartbeat_interval=0)
+        assert ctx.handoff_id == second  # the oldest one is locked: skipped, not waited for
+    finally:
+        release.set()
+        holder.join(30)
+    assert dhp.claim_next(store, ["queue"], "w2", heartbeat_interval=0).handoff_id == first
+    store.close()
+    other.close()
+
+
+@pytest.mark.covers("DHP-SRV-001", "DHP-LSE-001")
+def test_leases_are_judged_by_the_server_clock_never_the_client(url, monkeypatch):
+    def no_client_clock():
+        raise AssertionError("a lease decision read this host's clock")
+
+    monkeypatch.setattr(host_clock, "store_clock", no_client_clock)
+    store = dhp.Store(url, ttl=5.0)
+    hid = dhp.dispatch(store, "clock", {}, {})
+    ctx = dhp.claim(store, hid, "w", heartbeat_interval=0)
+    server_now = sql("SELECT extract(epoch FROM clock_timestamp())::float8")[0][0]
+    status = dhp.status(store, hid)
+    assert 0 < status["lease_expires_in"] <= 5.0
+    record = operations.get_row(store, hid)["record"]
+    assert abs(record["lease_expires_at"] - 5.0 - server_now) < 60  # server epoch seconds
+    ctx.release()
+    store.close()
+
+
+@pytest.mark.covers("DHP-SRV-002", "DHP-SRV-003", "DHP-FEN-003")
+def test_a_step_of_the_server_clock_only_moves_leases(url):
+    """A step forward expires a lease early: the owner is fenced out, never two owners. A step
+    back lengthens it: nobody may take it meanwhile."""
+    tick = ManualClock(1000.0)
+    store = dhp.Store(url, ttl=5.0, clock=tick)
+    hid = dhp.dispatch(store, "clock", {"step": 1}, {})
+    owner = operations.take(store, hid, "claim", "w1", 5.0)["record"]["fence"]
+    tick.now -= 3600.0  # the server's clock steps back an hour: the lease lasts longer
+    with pytest.raises(Conflict):
+        operations.take(store, hid, "recover", "w2", 5.0)
+    operations.write(store, hid, "checkpoint", "w1", owner, ttl=5.0, state={"n": 1})
+    tick.now += 3600.0 + 86400.0  # and a day forward: it expired early
+    fence = operations.take(store, hid, "recover", "w2", 5.0)["record"]["fence"]
+    assert fence == owner + 1
+    with pytest.raises(LeaseLost):  # the first owner's late write is refused
+        operations.write(store, hid, "checkpoint", "w1", owner, ttl=5.0, state={"n": 2})
+    assert [c["fence"] for c in dhp.checkpoints(store, hid)] == [owner]
+    store.close()
+
+
+def _terminate_sessions(schema: str) -> int:
+    """What a server restart does to this store's clients: every session ends. Only this
+    test's sessions (the store's and this process's liveness lock) are hit, so other users
+    of the server go on."""
+    rows = sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+               "WHERE application_name = %s OR application_name LIKE %s",
+               f"dhp {schema}", f"dhp-liveness {os.getpid()}")
+    return len(rows)
+
+
+@pytest.mark.covers("DHP-SRV-005", "DHP-SRV-009", "DHP-CKP-009")
+def test_sessions_dropped_mid_run_workers_come_back_and_nothing_is_lost(url):
+    """The server drops every session of the store while a worker checkpoints: the write in
+    flight fails as `unavailable` (retryable), the next one works, the liveness lock is taken
+    again, the lease was never lost and every acknowledged checkpoint is there."""
+    store = dhp.Store(url, ttl=10.0)
+    hid = dhp.dispatch(store, "restart", {}, {})
+    ctx = dhp.claim(store, hid, "w", heartbeat_interval=0.5)
+    lock = process_lock(store.conninfo, {})
+    locked = lock.locked
+    acked, failures = [], 0
+    for n in range(40):
+        if n == 15:
+            assert _terminate_sessions(store.schema) >= 1
+        while True:
+            try:
+                acked.append(ctx.checkpoint({"n": n})["seq"])
+                break
+            except Unavailable:
+                failures += 1
+                assert failures < 50, "the store did not come back"
+                time.sleep(0.1)
+    deadline = time.monotonic() + 30
+    while lock.locked == locked or lock.conn is None:
+        assert time.monotonic() < deadline, "the liveness lock was not taken again"
+        time.sleep(0.05)
+    stored = dhp.checkpoints(store, hid)
+    assert [c["state"]["n"] for c in stored][-1] == 39
+    assert set(acked) <= {c["seq"] for c in stored}
+    assert dhp.status(store, hid)["owner"] == "w"  # the lease survived
+    ctx.complete({})
+    store.close()
+
+
+@pytest.mark.covers("DHP-SRV-004", "DHP-LSE-005")
+def test_liveness_is_a_session_advisory_lock(url):
+    """A worker process holds an advisory lock for as long as it lives; kill -9 frees it and
+    recover takes over at once, well inside the 30 s lease."""
+    store = dhp.Store(url)
+    hid = dhp.dispatch(store, "liveness", {}, {})
+    proc = subprocess.Popen([sys.executable, str(WORKER), "hold", url, hid, "30"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().split()[:1] == ["claimed"]
+        token = operations.get_row(store, hid)["owner_incarnation"]
+        assert sql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                   "AND granted")[0][0] >= 1
+        assert not store.liveness.owner_dead(token)
+        with pytest.raises(Conflict):
+            dhp.recover(store, hid, "standby")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                ctx = dhp.recover(store, hid, "standby")
+                break
+            except Conflict:
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    assert ctx.fence == 2
+    ctx.complete({})
+    store.close()
+
+
+@pytest.mark.covers("DHP-SRV-006", "DHP-SRV-007", "DHP-SRV-009", "DHP-CKP-011")
+def test_acknowledged_means_flushed_and_every_wait_is_bounded(url):
+    """Every transaction but a heartbeat's commits with synchronous_commit on (flushed to the
+    WAL before it returns); every session bounds statements and idle transactions."""
+    store = dhp.Store(url)
+    for sync, expected in (("commit", "on"), ("batch", "on"), ("none", "off")):
+        with store.transaction(sync=sync) as tx:
+            assert tx.conn.execute("SHOW synchronous_commit").fetchone()[0] == expected
+    with store.transaction(write=False) as tx:
+        timeouts = [tx.conn.execute(f"SHOW {name}").fetchone()[0] for name in
+                    ("statement_timeout", "idle_in_transaction_session_timeout",
+                     "tcp_keepalives_idle")]
+    assert timeouts == ["30s", "10s", "5"]
+    store.close()
