@@ -8,10 +8,9 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
-from . import report, runner
+from . import report, rundir, runner
 from .harness import Harness
 from .manifest import Impl, ManifestError, add_arguments, resolve
 from .process import AdapterError
@@ -32,7 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--report", type=Path, help="write the JSON report here")
     p.add_argument("--junit", type=Path, help="write JUnit XML here")
     p.add_argument("--history", type=Path,
-                   help="keep the run folder (history, stderr of every process, data) here")
+                   help="keep the run folder (history, stderr of every process, data) here; "
+                        "a folder of an earlier run is cleared first")
     return p
 
 
@@ -43,9 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     except ManifestError as exc:
         print(f"dhp-conform: {exc}", file=sys.stderr)
         return 2
-    keep = args.history is not None
-    workdir = args.history or Path(tempfile.mkdtemp(prefix="dhp-conform-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        workdir, keep = rundir.prepare(args.history, "dhp-conform-")
+    except rundir.RunDirError as exc:
+        print(f"dhp-conform: {exc}", file=sys.stderr)
+        return 2
     if args.mode == "smoke":
         return smoke(impl, workdir, args.timeout)
     outcome = runner.run(impl, workdir, seed=args.seed, quick=args.quick, only=args.only,
