@@ -1,6 +1,7 @@
 """`dhp-conform`: run the conformance kit against an implementation's adapter.
 
-Exit status: 0 conformant, 1 not conformant, 2 adapter or harness error.
+Exit status: 0 every claimed class PASS, 1 a class FAIL (not conformant), 2 adapter or
+harness error (not judged), 3 a class INCOMPLETE (a MUST of it judged by no check).
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.junit:
         report.write_junit(outcome.report, args.junit)
     if outcome.exit_code:
-        print(f"not conformant or not judged: rerun with --seed {outcome.report['seed']}; "
+        what = {1: "not conformant", 2: "not judged", 3: "incomplete"}[outcome.exit_code]
+        print(f"{what}: rerun with --seed {outcome.report['seed']}; "
               f"history and process logs kept in {workdir}")
     elif not keep:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -29,7 +29,8 @@ class Check:
 
 
 class CheckAborted(Exception):
-    """The check cannot go on (a step it depends on failed); the reason says which."""
+    """The check cannot go on (a step it depends on failed); the reason says which. The
+    requirements it had not judged yet are reported as not run, never as failed."""
 
 
 @dataclass
@@ -39,6 +40,7 @@ class Run:
     quick: bool
     results: list[dict] = field(default_factory=list)
     scenarios: list[Scenario] = field(default_factory=list)
+    order: dict[str, int] = field(default_factory=dict)  # check id -> its place in the run
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -51,6 +53,7 @@ class Ctx:
         self.run, self.check = run, check
         self.rng = random.Random(f"{run.seed}:{check.id}")
         self.scenarios: list[Scenario] = []
+        self.judged: set[str] = set()  # requirements this check has recorded an outcome for
 
     @property
     def quick(self) -> bool:
@@ -66,16 +69,29 @@ class Ctx:
     def record(self, requirement: str, passed: bool, reason: str = "",
                evidence: Any = None, warn: bool = False, label: str | None = None) -> bool:
         """One outcome; `label` names what ran when it is finer than the check (a vector)."""
-        result = {"requirement": requirement, "check": label or self.check.id,
-                  "status": "PASS" if passed else ("WARN" if warn else "FAIL")}
+        self._add({"requirement": requirement, "check": label or self.check.id,
+                   "status": "PASS" if passed else ("WARN" if warn else "FAIL"),
+                   **({} if passed else {"reason": reason or "failed"}),
+                   **({} if evidence is None else {"evidence": evidence})})
+        return passed
+
+    def _add(self, result: dict) -> None:
+        """Append a result with where it was found: the check it belongs to and how far the
+        history had got (report.finalize orders a check's failures by it)."""
         if self.check.cls:
             result["class"] = self.check.cls
-        if not passed:
-            result["reason"] = reason or "failed"
-        if evidence is not None:
-            result["evidence"] = evidence
+        result["_origin"] = self.check.id
+        result["_at"] = len(self.run.harness.history.events)
+        result["_built"] = result["requirement"] in self.check.requirements
+        result["_order"] = self.run.order.get(self.check.id, 0)
+        self.judged.add(result["requirement"])
         self.run.results.append(result)
-        return passed
+
+    def not_run(self, requirement: str, reason: str, evidence: Any = None) -> None:
+        """The check could not judge this requirement: neither a pass nor a failure."""
+        self._add({"requirement": requirement, "check": self.check.id, "status": "NOT_RUN",
+                   "reason": f"could not run: {reason}",
+                   **({} if evidence is None else {"evidence": evidence})})
 
     def expect(self, requirement: str, condition: bool, reason: str, *replies: Reply) -> bool:
         return self.record(requirement, bool(condition), reason,
@@ -90,7 +106,7 @@ class Ctx:
         if reply.ok:
             return reply.data
         problem = reply.unknown or f"{reply.code}: {(reply.error or {}).get('message')}"
-        raise CheckAborted(f"{what} failed ({problem}); the check could not go on",
+        raise CheckAborted(f"{what} failed ({problem}), a step the check depends on",
                            self.evidence(reply))
 
     def expect_code(self, requirement: str, reply: Reply, code: str, what: str) -> bool:
@@ -100,11 +116,8 @@ class Ctx:
 
     def skip(self, requirement: str, reason: str) -> None:
         """Not applicable: an optional feature this implementation does not claim."""
-        result = {"requirement": requirement, "check": self.check.id, "status": "SKIP",
-                  "reason": reason}
-        if self.check.cls:
-            result["class"] = self.check.cls
-        self.run.results.append(result)
+        self._add({"requirement": requirement, "check": self.check.id, "status": "SKIP",
+                   "reason": reason})
 
     @property
     def features(self) -> set[str]:
@@ -122,15 +135,19 @@ def run_check(run: Run, check: Check) -> None:
     except CheckAborted as exc:
         reason, evidence = exc.args[0], exc.args[1] if len(exc.args) > 1 else None
         for rid in check.requirements:
-            ctx.record(rid, False, reason, evidence)
+            if rid not in ctx.judged:
+                ctx.not_run(rid, reason, evidence)
     except AdapterError as exc:  # the adapter broke the protocol: not judged, said so
         run.harness.adapter_errors.append(f"{check.id}: {exc}")
     except Exception as exc:  # noqa: BLE001 - an answer the check did not foresee
-        # Implementations answer in shapes no check foresaw; that is a failure of the
-        # implementation to be reported with its evidence, never a crash of the whole run.
+        # Implementations answer in shapes no check foresaw: a failure of the requirement the
+        # check was built for, with its evidence, never a crash of the whole run; the others
+        # it would have judged are not run.
         reason = f"check {check.id} could not judge the answers it got: {exc!r}"
-        for rid in check.requirements:
-            ctx.record(rid, False, reason, traceback.format_exc(limit=3))
+        ctx.record(check.requirements[0], False, reason, traceback.format_exc(limit=3))
+        for rid in check.requirements[1:]:
+            if rid not in ctx.judged:
+                ctx.not_run(rid, reason)
     finally:
         for sc in ctx.scenarios:
             sc.close()

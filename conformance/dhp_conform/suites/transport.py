@@ -101,6 +101,7 @@ class Peer:
             ctx.record("DHP-ADP-016", False, "transport_serve must answer {\"port\": int, "
                        f"\"max_frame\": int}}, got {data!r}", ctx.evidence(reply))
             raise CheckAborted("transport_serve gave no port; the check could not go on")
+        ctx.record("DHP-ADP-016", True)
         self.port, self.max_frame = data["port"], data["max_frame"]
         self.exports = 0
 
