@@ -95,14 +95,22 @@ def test_there_are_enough_mutants():
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m["name"] for m in MUTANTS])
 @pytest.mark.covers("DHP-FEN-001", "DHP-FEN-002", "DHP-FEN-003", "DHP-FEN-005", "DHP-FEN-006",
                     "DHP-CKP-004", "DHP-CKP-010", "DHP-BUD-001", "DHP-BUD-002", "DHP-BUD-003",
-                    "DHP-BUD-006", "DHP-RES-002", "DHP-RES-003", "DHP-STM-002", "DHP-LSE-002")
+                    "DHP-BUD-006", "DHP-RES-002", "DHP-RES-003", "DHP-STM-002", "DHP-LSE-002",
+                    "DHP-SUP-002", "DHP-SUP-005", "DHP-SUP-006", "DHP-SUP-009")
 def test_mutant_is_caught(mutant_runs, mutant):
+    """Caught, and attributed: the first finding names the requirement the bug breaks, and
+    the requirements named as failed stay few (later failures are consequences)."""
     code, report, output, _ = mutant_runs[mutant["name"]]
     assert code == 1, f"{mutant['name']}: exit {code}, the kit did not fail it\n{output}"
+    first = report["findings"][0]["requirement"]
+    assert first == mutant["expected_requirement"], \
+        f"{mutant['name']}: the first finding names {first}, expected " \
+        f"{mutant['expected_requirement']}\n{output}"
     failed = {r for v in report["verdicts"].values() for r in v["failed_requirements"]}
-    assert mutant["expected_requirement"] in failed, \
-        f"{mutant['name']}: expected {mutant['expected_requirement']} among {sorted(failed)}" \
-        f"\n{output}"
+    assert len(failed) <= MAX_NAMED, f"{mutant['name']}: {sorted(failed)} named as failed"
+
+
+MAX_NAMED = 3  # requirements a single planted bug may be reported as failing
 
 
 def _event(i, t, kind, op, process="p", **kw):

@@ -4,6 +4,8 @@ requirements no check judged."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from dhp_conform import checkers
 
@@ -63,3 +65,142 @@ def test_a_blind_take_of_another_task_kind_explains_no_jump():
     events = _blind_take_history(KILLED)
     events[5]["args"] = {"task_kinds": ["other.kind"], "worker": "c2.1"}
     assert [f.check for f in checkers.check_scenario(events, ttl=1.0)] == ["history:fence-step"]
+
+
+# --- attribution: findings, consequences, checks that could not run ---------------------------
+
+def _run(tmp_path):
+    from dhp_conform.harness import Harness
+    from dhp_conform.suites.base import Run
+
+    return Run(Harness(f"{sys.executable} -m dhp.adapter", tmp_path), seed=1, quick=True)
+
+
+def _results(run, check_fn, requirements):
+    from dhp_conform import report
+    from dhp_conform.suites.base import Check, run_check
+
+    check = Check("judge", "planted", requirements, check_fn)
+    run.order[check.id] = 0
+    run_check(run, check)
+    return report.finalize(run.results)
+
+
+def test_later_failures_of_a_check_are_consequences_of_its_first(tmp_path):
+    def planted(ctx):
+        ctx.record("DHP-FEN-003", False, "a stale write was accepted")
+        ctx.record("DHP-STM-004", False, "the count is off, since the stale write landed")
+        ctx.record("DHP-FEN-003", True)
+
+    results, findings = _results(_run(tmp_path), planted, ["DHP-FEN-003"])
+    assert [(f["requirement"], f["check"]) for f in findings] == [("DHP-FEN-003",
+                                                                    "judge:planted")]
+    after = next(r for r in results if r["requirement"] == "DHP-STM-004")
+    assert after["status"] == "CONSEQUENCE"
+    assert after["consequence_of"] == "DHP-FEN-003 (judge:planted)"
+    assert after["reason"].startswith("consequence of DHP-FEN-003 (judge:planted): ")
+
+
+def test_an_aborted_check_does_not_fail_what_it_could_not_judge(tmp_path):
+    from dhp_conform.suites.base import CheckAborted
+
+    def planted(ctx):
+        ctx.record("DHP-FEN-001", True)
+        raise CheckAborted("claim after expiry failed (timeout), a step the check depends on")
+
+    results, findings = _results(_run(tmp_path), planted,
+                                 ["DHP-FEN-001", "DHP-FEN-003", "DHP-FEN-004"])
+    assert findings == []
+    by = {r["requirement"]: r for r in results}
+    assert by["DHP-FEN-001"]["status"] == "PASS"
+    for rid in ("DHP-FEN-003", "DHP-FEN-004"):
+        assert by[rid]["status"] == "NOT_RUN"
+        assert by[rid]["reason"].startswith("could not run: claim after expiry failed")
+
+
+def test_back_on_track_judges_what_follows_afresh(tmp_path):
+    def planted(ctx):
+        ctx.record("DHP-LSE-003", False, "claim after expiry refused")
+        ctx.back_on_track()  # taken over another way
+        ctx.run.harness.history.add("invoke", scenario="s", process="p", op="status", args={})
+        ctx.record("DHP-FEN-004", False, "a stale write was accepted after the takeover")
+
+    results, findings = _results(_run(tmp_path), planted, ["DHP-LSE-003", "DHP-FEN-004"])
+    assert [f["requirement"] for f in findings] == ["DHP-LSE-003", "DHP-FEN-004"]
+    assert all(r["status"] == "FAIL" for r in results)
+
+
+# --- verdicts: every requirement judged, or said which are not ----------------------------------
+
+@pytest.mark.covers("DHP-GEN-002")
+def test_a_class_with_an_unjudged_must_is_incomplete_and_lists_it():
+    from dhp_conform import report
+    from dhp_conform.requirements import all_ids, conformance_class, level
+
+    sup = [rid for rid in all_ids() if conformance_class(rid) == "supervisor"]
+    must = [rid for rid in sup if level(rid) == "MUST"]
+    raw = [{"requirement": rid, "check": "c", "status": "PASS"} for rid in sup]
+    results, _ = report.finalize(raw)
+    assert report.verdicts(results, ["supervisor"], False)["supervisor"]["verdict"] == "PASS"
+    missing = must[-1]
+    raw = [r for r in raw if r["requirement"] != missing]
+    raw.append({"requirement": missing, "check": "c", "status": "NOT_RUN",
+                "reason": "could not run: a step failed"})
+    results, _ = report.finalize(raw)
+    verdict = report.verdicts(results, ["supervisor"], False)["supervisor"]
+    assert verdict["verdict"] == "INCOMPLETE" and missing in verdict["unjudged"]
+    assert report.exit_code({"verdicts": {"supervisor": verdict}}) == 3
+
+
+def test_requirements_no_run_can_judge_are_listed_not_blocking():
+    from dhp_conform import report
+    from dhp_conform.requirements import BEYOND_A_RUN, all_ids, conformance_class
+
+    store = [rid for rid in all_ids() if conformance_class(rid) == "store"]
+    raw = [{"requirement": rid, "check": "c", "status": "PASS"} for rid in store
+           if rid not in BEYOND_A_RUN]
+    verdict = report.verdicts(report.finalize(raw)[0], ["store"], False)["store"]
+    assert verdict["verdict"] == "PASS" and verdict["unjudged"] == []
+    assert set(verdict["beyond_a_run"]) == {r for r in BEYOND_A_RUN if r in store}
+
+
+# --- runs that can be trusted --------------------------------------------------------------------
+
+def test_history_folder_of_an_earlier_run_is_cleared_a_foreign_one_refused(tmp_path):
+    from dhp_conform import rundir
+
+    folder = tmp_path / "run"
+    (folder / "data" / "001-old").mkdir(parents=True)
+    (folder / "history.jsonl").write_text("{}\n")
+    assert rundir.prepare(folder, "x-") == (folder, True)
+    assert list(folder.iterdir()) == []
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(rundir.RunDirError, match="notes.txt"):
+        rundir.prepare(folder, "x-")
+    assert (folder / "notes.txt").read_text() == "mine"
+
+
+ECHO = """
+import json, sys
+for line in sys.stdin:
+    request = json.loads(line)
+    print(json.dumps({"id": request["id"], "ok": True, "data": {}}), flush=True)
+"""
+
+
+def test_a_killed_incarnation_never_fails_its_successors_requests(tmp_path):
+    """The reader of a killed incarnation that notices its end late must not settle the
+    requests of the incarnation that replaced it (they would read "not running (exit -9)")."""
+    from dhp_conform.process import AdapterProcess, ProcessDied
+
+    proc = AdapterProcess("echo", [sys.executable, "-c", ECHO], tmp_path / "err.log")
+    proc.start()
+    try:
+        old = proc.proc
+        proc.kill()
+        proc.start()
+        pending = proc.send("status", {})
+        proc._fail_all(ProcessDied("the old incarnation ended"), of=old)  # the late reader
+        assert pending.wait(10) == {"id": pending.id, "ok": True, "data": {}}
+    finally:
+        proc.close()

@@ -110,7 +110,7 @@ def _history_results(state: Run) -> None:
     for sc in state.scenarios:
         if sc.facts.get("ingested"):  # chains that came over the transport, not by requests
             continue
-        origin = sc.facts.get("check", sc.name)
+        check = sc.facts.get("check", sc.name)
         for f in checkers.check_scenario(sc.events(), sc.ttl, timed=sc.clock == "system"):
             # The finding is of its first requirement; the others it names follow from it.
             at = max(e["index"] for e in f.events) + 1
@@ -118,8 +118,9 @@ def _history_results(state: Run) -> None:
                 failed.add((rid, f.check))
                 state.results.append({"requirement": rid, "check": f.check, "status": "FAIL",
                                       "reason": f"{f.explanation} (scenario {sc.name})",
-                                      "evidence": f.evidence(), "_origin": origin, "_at": at,
-                                      "_rank": rank, "_order": state.order.get(origin, 0)})
+                                      "evidence": f.evidence(), "_at": at, "_rank": rank,
+                                      "_origin": state.origin(check, at),
+                                      "_order": state.order.get(check, 0)})
     for check, rids in HISTORY_CHECKS.items():
         for rid in rids:
             if (rid, check) not in failed:

@@ -41,11 +41,11 @@ import traceback
 from typing import Any
 
 import dhp  # the original package (dhp-protocol 1.3.0), never ours
+from dhp import errors as E
+from dhp import transport
 from dhp.config import DHPConfig
-from dhp.core import errors as E
 from dhp.runner3 import ORPHANED_HOLDER, Runner3, TaskContext
 from dhp.supervisor3 import Supervisor3
-from dhp.transport import file as transport
 
 PROTOCOL = "1"
 PREFIX = "sha256:"

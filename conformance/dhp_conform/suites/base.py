@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,6 +42,12 @@ class Run:
     results: list[dict] = field(default_factory=list)
     scenarios: list[Scenario] = field(default_factory=list)
     order: dict[str, int] = field(default_factory=dict)  # check id -> its place in the run
+    fresh_starts: dict[str, list[int]] = field(default_factory=dict)  # see back_on_track
+
+    def origin(self, check: str, at: int) -> str:
+        """The stretch of a check a failure found at history length `at` belongs to: its
+        failures after the first are consequences, within one stretch."""
+        return f"{check}#{sum(1 for start in self.fresh_starts.get(check, []) if start < at)}"
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -54,6 +61,12 @@ class Ctx:
         self.rng = random.Random(f"{run.seed}:{check.id}")
         self.scenarios: list[Scenario] = []
         self.judged: set[str] = set()  # requirements this check has recorded an outcome for
+
+    def back_on_track(self) -> None:
+        """The check reached, by another way, the state its first way failed to reach: what
+        it finds from here on is judged afresh, not as a consequence of that failure."""
+        self.run.fresh_starts.setdefault(self.check.id, []).append(
+            len(self.run.harness.history.events))
 
     @property
     def quick(self) -> bool:
@@ -80,8 +93,8 @@ class Ctx:
         history had got (report.finalize orders a check's failures by it)."""
         if self.check.cls:
             result["class"] = self.check.cls
-        result["_origin"] = self.check.id
         result["_at"] = len(self.run.harness.history.events)
+        result["_origin"] = self.run.origin(self.check.id, result["_at"])
         result["_built"] = result["requirement"] in self.check.requirements
         result["_order"] = self.run.order.get(self.check.id, 0)
         self.judged.add(result["requirement"])
@@ -180,3 +193,44 @@ def write(proc: Any, op: str, hid: str, fence: int, worker: str | None = None,
 def state_mark(ctx: Ctx, label: str) -> dict:
     """A unique checkpoint state, so the checker can tell every write apart."""
     return {"step": label, "mark": ctx.rng.getrandbits(48)}
+
+
+TAKEOVER_PASSES = 40  # supervisor passes (0.25 s apart) the kit waits for an orphan
+
+
+def take_over(ctx: Ctx, proc: Any, hid: str, op: str, what: str,
+              requirement: str = "DHP-LSE-003") -> dict:
+    """`op` (claim or recover) on a handoff whose lease has expired: it must be granted
+    (`requirement`). When the implementation refuses it, that is judged, and the kit takes
+    the handoff over another way the implementation declares (its supervisor orphans the
+    expired lease, then claim or recover), so that the safety checks after the takeover still
+    run; they are judged afresh, not as consequences of the refusal."""
+    reply = take(ctx, proc, hid, op)
+    if ctx.expect(requirement, reply.ok, f"{what}: refused ({reply.code or reply.unknown}), "
+                  "though the lease has expired, so the handoff is orphaned for every "
+                  "decision", reply):
+        return reply.data
+    if "supervise" not in ctx.features or reply.unknown:
+        raise CheckAborted(f"{what} was refused and the implementation declares no other way "
+                           "to take an expired lease over (no feature supervise)",
+                           ctx.evidence(reply))
+    sc = proc.scenario
+    sup = sc.procs.get("kit-supervisor") or sc.spawn("kit-supervisor")
+    for _ in range(TAKEOVER_PASSES):
+        data = sup.call("supervise", {}).data
+        if isinstance(data, dict) and hid in (data.get("orphaned") or []):
+            break
+        time.sleep(0.25)
+    tried = []
+    for way in dict.fromkeys((op, "recover", "claim")):
+        again = take(ctx, proc, hid, way)
+        tried.append(f"{way}: {again.code or again.unknown}" if not again.ok else way)
+        if again.ok:
+            sc.harness.notes.append(f"{ctx.check.id}: {what} was refused; the kit took the "
+                                    f"handoff over with {way} after a pass of the "
+                                    "implementation's supervisor, and went on")
+            ctx.back_on_track()
+            return again.data
+    raise CheckAborted(f"{what} was refused, and after passes of the implementation's "
+                       f"supervisor the takeover still failed ({'; '.join(tried)})",
+                       ctx.evidence(reply))
