@@ -25,6 +25,9 @@ def _framing_intact(ctx: Ctx, procs: list[Proc], what: str) -> None:
                    f"{proc.requests} requests; exactly one response per request")
 
 
+CLASSES = {"worker-sdk", "store", "supervisor", "transport", "transport-peer"}  # spec/index.md
+
+
 def handshake(ctx: Ctx) -> None:
     sc = ctx.scenario("handshake", ttl=5.0)
     p = sc.spawn("p1", handshake=False)
@@ -35,6 +38,11 @@ def handshake(ctx: Ctx) -> None:
                f"hello offering ['999', '1'] must choose '1' and be valid against "
                f"schemas/adapter-hello.json: protocol {data.get('protocol')!r}, {problems[:3]}",
                hello)
+    classes = data.get("classes") if isinstance(data, dict) else None
+    ctx.expect("DHP-GEN-002", isinstance(classes, list) and classes
+               and all(c in CLASSES for c in classes),
+               f"hello must state the conformance classes claimed (some of {sorted(CLASSES)}), "
+               f"got {classes!r}", hello)
     early = p.call("status", {"handoff_id": MISSING})
     ctx.expect_code("DHP-ADP-004", early, "invalid_input", "status before init")
     init = p.call("init", {"data": str(sc.data), "ttl": 5.0, "heartbeat_interval": None,
@@ -238,7 +246,7 @@ def manual_clock(ctx: Ctx) -> None:
 
 
 CHECKS = [
-    Check("adapter", "handshake", ["DHP-ADP-003", "DHP-ADP-004"], handshake),
+    Check("adapter", "handshake", ["DHP-ADP-003", "DHP-ADP-004", "DHP-GEN-002"], handshake),
     Check("adapter", "unknown-op", ["DHP-ADP-001"], unknown_op),
     Check("adapter", "one-response-per-request", ["DHP-ADP-002", "DHP-ADP-008"], one_response),
     Check("adapter", "restart-sees-acknowledged", ["DHP-ADP-004"], restart_sees_acked),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import secrets
 import shutil
+import socket
 import ssl
 import subprocess
 import time
@@ -743,6 +744,27 @@ def shipper_replays(ctx: Ctx) -> None:
                    f"{'' if got['result'] else ' and no result'} after the cut")
 
 
+def shipper_peer_down(ctx: Ctx) -> None:
+    """Shipping to a peer that is not listening neither fails nor waits (DHP-TRN-023), and
+    what was never acknowledged is not reported delivered (DHP-TRN-024)."""
+    sc = ctx.scenario("trn-peer-down", ttl=5.0)
+    w = sc.spawn("worker")
+    hid = _work(ctx, w, 2)
+    with socket.socket() as probe:  # a port that was free a moment ago: nobody listens on it
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    shipped = w.call("ship", {"handoff_id": hid, "host": "127.0.0.1", "port": port,
+                              "secret": _secret()})
+    ctx.expect("DHP-TRN-023", shipped.ok, f"ship towards a peer that is not listening was "
+               f"answered {shipped!r}: the shipper's call returns once the frames are in its "
+               "local buffer, whether or not the peer is reachable", shipped)
+    flushed = w.call("transport_flush", {"timeout": 0.5})
+    ctx.expect("DHP-TRN-024", flushed.ok and flushed.data.get("delivered") is False,
+               f"transport_flush with the peer down answered {flushed!r}: frames no peer "
+               "acknowledged were reported delivered", flushed)
+    w.call("transport_stop", {})
+
+
 # --- TLS (feature transport-tls) ------------------------------------------------------------
 
 def _certificate(folder) -> tuple[str, str] | None:
@@ -827,6 +849,8 @@ CHECKS = [
     Check("transport", "shipper-replays-after-cut",
           ["DHP-TRN-021", "DHP-TRN-024"],
           shipper_replays, feature=FEATURE, cls="transport"),
+    Check("transport", "shipper-peer-down", ["DHP-TRN-023", "DHP-TRN-024"], shipper_peer_down,
+          feature=FEATURE, cls="transport"),
     Check("transport", "tls",
           ["DHP-TRN-009", "DHP-TRN-010", "DHP-ADP-019"],
           tls_server, feature="transport-tls", cls="transport"),
