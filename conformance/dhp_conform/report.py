@@ -54,10 +54,13 @@ def finalize(raw: list[dict]) -> tuple[list[dict], list[dict]]:
 
 
 def verdicts(results: list[dict], classes: list[str], incomplete: bool,
-             only: list[str] | None = None, findings: list[dict] | None = None) -> dict:
-    """Per class: FAIL when a MUST failed; else INCOMPLETE when the run was incomplete or a
-    MUST of the class (of those selected) was judged by no check; else PASS. Every verdict
-    lists the class's requirements no check judged, and those no run can judge."""
+             only: list[str] | None = None, findings: list[dict] | None = None,
+             scope: set[str] | None = None) -> dict:
+    """Per class: FAIL when a MUST failed; else INCOMPLETE when the run was incomplete, or
+    judged nothing of the class, or a MUST of the class was judged by no check; else PASS.
+    Every verdict lists the class's requirements no check judged, and those no run can judge.
+    The class's requirements are those selected by `only` and, when the run was narrowed to
+    some suites, in `scope` (what their checks are built for)."""
     judged = {r["requirement"] for r in results if r["status"] in JUDGED}
     out = {}
     for cls in classes:
@@ -66,8 +69,8 @@ def verdicts(results: list[dict], classes: list[str], incomplete: bool,
         count = {s: sum(1 for r in mine if r["status"] == s) for s in ORDER}
         failed = _in_finding_order({r["requirement"] for r in mine if r["status"] == "FAIL"},
                                    findings or [])
-        members = [rid for rid in all_ids()
-                   if conformance_class(rid) == cls and selected(rid, only)]
+        members = [rid for rid in all_ids() if conformance_class(rid) == cls
+                   and selected(rid, only) and (scope is None or rid in scope)]
         beyond = [rid for rid in members if rid in BEYOND_A_RUN]
         unjudged = [rid for rid in members if rid not in judged and rid not in BEYOND_A_RUN]
         must_unjudged = [rid for rid in unjudged if level(rid) == "MUST"]
@@ -89,15 +92,18 @@ def _in_finding_order(rids: set[str], findings: list[dict]) -> list[str]:
 
 
 def exit_code(report: dict) -> int:
-    """0 every claimed class PASS, 1 a class FAIL, 3 a class INCOMPLETE (2, adapter errors,
-    is the caller's)."""
-    found = {v["verdict"] for v in report["verdicts"].values()}
-    return 1 if "FAIL" in found else 3 if "INCOMPLETE" in found else 0
+    """0 nothing failed and every MUST in the run's scope was judged, 1 a class FAIL, 3 a MUST
+    of a claimed class judged by no check (2, adapter errors, is the caller's)."""
+    verdicts = report["verdicts"].values()
+    if any(v["verdict"] == "FAIL" for v in verdicts):
+        return 1
+    return 3 if any(level(rid) == "MUST" for v in verdicts for rid in v["unjudged"]) else 0
 
 
 def build(results: list[dict], hello: dict | None, seed: int, started: str,
           incomplete: bool, notes: list[str] | None = None,
-          only: list[str] | None = None, findings: list[dict] | None = None) -> dict:
+          only: list[str] | None = None, findings: list[dict] | None = None,
+          scope: set[str] | None = None) -> dict:
     hello = hello or {}
     impl = hello.get("implementation") or {"name": "unknown", "version": "unknown",
                                            "language": "unknown"}
@@ -107,7 +113,7 @@ def build(results: list[dict], hello: dict | None, seed: int, started: str,
                                                                     "language")},
             "seed": seed, "started": started, "finished": now(), "classes": classes,
             "findings": list(findings or []), "results": results,
-            "verdicts": verdicts(results, classes, incomplete, only, findings),
+            "verdicts": verdicts(results, classes, incomplete, only, findings, scope),
             "notes": list(notes or [])}
 
 

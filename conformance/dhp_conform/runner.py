@@ -86,9 +86,13 @@ def run(impl: str | Impl, workdir: Path, *, seed: int | None = None, quick: bool
     _history_results(state)
     results, findings = report.finalize([r for r in state.results
                                          if selected(r["requirement"], only)])
+    scope = None  # a run narrowed to some suites answers for what their checks are built for
+    if suites:
+        scope = {rid for c in chosen for rid in c.requirements}
+        scope |= {rid for rids in HISTORY_CHECKS.values() for rid in rids}
     rep = report.build(results, harness.hello, seed, started,
                        incomplete=bool(harness.adapter_errors), notes=harness.notes, only=only,
-                       findings=findings)
+                       findings=findings, scope=scope)
     problems = oracle.schema_errors("report", rep)
     if problems:
         harness.adapter_errors.append(f"kit bug: the report is not valid against "
