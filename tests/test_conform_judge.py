@@ -4,6 +4,7 @@ requirements no check judged."""
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
@@ -204,3 +205,35 @@ def test_a_killed_incarnation_never_fails_its_successors_requests(tmp_path):
         assert pending.wait(10) == {"id": pending.id, "ok": True, "data": {}}
     finally:
         proc.close()
+
+
+# Forwards to the reference adapter but claims neither claim_next nor liveness.
+NO_POOL = """
+import json, subprocess, sys
+child = subprocess.Popen([sys.executable, "-m", "dhp.adapter"], stdin=sys.stdin,
+                         stdout=subprocess.PIPE, text=True)
+for line in child.stdout:
+    msg = json.loads(line)
+    data = msg.get("data")
+    if isinstance(data, dict) and "features" in data:
+        data["features"] = [f for f in data["features"] if f not in ("claim_next", "liveness")]
+    sys.stdout.write(json.dumps(msg) + "\\n")
+    sys.stdout.flush()
+"""
+
+
+@pytest.mark.covers("DHP-LSE-003", "DHP-STM-007")
+def test_chaos_takes_work_by_name_without_claim_next(tmp_path):
+    """A path the implementation does not offer (claim_next) is replaced by one it does
+    (claim or recover by id), so the workload still runs and its checks still judge."""
+    import subprocess
+
+    script = tmp_path / "no_pool.py"
+    script.write_text(NO_POOL)
+    proc = subprocess.run([sys.executable, "-m", "dhp_conform.chaos_cli", "--impl",
+                           f"{sys.executable} {script}", "--seconds", "3", "--seed", "5",
+                           "--workers", "3", "--handoffs", "4"],
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    done = re.search(r"(\d+) handoffs \((\d+) completed\)", proc.stdout)
+    assert done and done.group(1) == done.group(2) and int(done.group(1)) >= 4, proc.stdout

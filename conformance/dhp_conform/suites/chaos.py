@@ -43,6 +43,7 @@ def workload(ctx: Ctx, *, workers: int, handoffs: int, faults: int | None,
     procs = [sc.spawn(f"c{i}") for i in range(workers)]
     feeder = sc.spawn("feeder")  # dispatches and reads; never faulted
     sups = [sc.spawn(f"sup{i}") for i in range(2)] if "supervise" in ctx.features else []
+    pool = "claim_next" in ctx.features  # else workers take handoffs by name
     hids: list[str] = []
 
     def batch() -> None:
@@ -94,10 +95,17 @@ def workload(ctx: Ctx, *, workers: int, handoffs: int, faults: int | None,
                 continue
             if not revive(p):
                 continue
-            reply = p.call("claim_next", {"task_kinds": [KIND], "worker": p.worker})
-            if reply.ok and reply.data is None:
+            if pool:
+                reply = p.call("claim_next", {"task_kinds": [KIND], "worker": p.worker})
+                ways = ("recover",) if reply.ok and reply.data is None else ()
+            else:  # no claim_next: take a handoff by name, fresh or orphaned
+                reply, ways = None, ("claim", "recover")
+            if ways:
                 pick = rng.choice(todo)
-                reply = p.call("recover", {"handoff_id": pick, "worker": p.worker})
+                for way in ways:
+                    reply = p.call(way, {"handoff_id": pick, "worker": p.worker})
+                    if reply.code != "conflict":
+                        break
                 if reply.code == "conflict":
                     finished(p, pick)
             if not reply.ok:
