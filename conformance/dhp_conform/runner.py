@@ -116,15 +116,17 @@ def _history_results(state: Run) -> None:
             continue
         check = sc.facts.get("check", sc.name)
         for f in checkers.check_scenario(sc.events(), sc.ttl, timed=sc.clock == "system"):
-            # The finding is of its first requirement; the others it names follow from it.
+            # A history checker's first violation is its finding, of the first requirement it
+            # names; the others it names, and its later violations (the same bug seen again in
+            # other scenarios), follow from it. They never make a check's own judgements
+            # consequences: those are the check's.
             at = max(e["index"] for e in f.events) + 1
             for rank, rid in enumerate(f.requirements, 1):
                 failed.add((rid, f.check))
                 state.results.append({"requirement": rid, "check": f.check, "status": "FAIL",
                                       "reason": f"{f.explanation} (scenario {sc.name})",
                                       "evidence": f.evidence(), "_at": at, "_rank": rank,
-                                      "_origin": state.origin(check, at),
-                                      "_order": state.order.get(check, 0)})
+                                      "_origin": f.check, "_order": state.order.get(check, 0)})
     for check, rids in HISTORY_CHECKS.items():
         for rid in rids:
             if (rid, check) not in failed:
