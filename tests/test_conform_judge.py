@@ -136,9 +136,9 @@ def test_back_on_track_judges_what_follows_afresh(tmp_path):
 @pytest.mark.covers("DHP-GEN-002")
 def test_a_class_with_an_unjudged_must_is_incomplete_and_lists_it():
     from dhp_conform import report
-    from dhp_conform.requirements import all_ids, conformance_class, level
+    from dhp_conform.requirements import all_ids, level, member_of
 
-    sup = [rid for rid in all_ids() if conformance_class(rid) == "supervisor"]
+    sup = [rid for rid in all_ids() if member_of(rid) == "supervisor"]
     must = [rid for rid in sup if level(rid) == "MUST"]
     raw = [{"requirement": rid, "check": "c", "status": "PASS"} for rid in sup]
     results, _ = report.finalize(raw)
@@ -155,9 +155,9 @@ def test_a_class_with_an_unjudged_must_is_incomplete_and_lists_it():
 
 def test_requirements_no_run_can_judge_are_listed_not_blocking():
     from dhp_conform import report
-    from dhp_conform.requirements import BEYOND_A_RUN, all_ids, conformance_class
+    from dhp_conform.requirements import BEYOND_A_RUN, all_ids, member_of
 
-    store = [rid for rid in all_ids() if conformance_class(rid) == "store"]
+    store = [rid for rid in all_ids() if member_of(rid) == "store"]
     raw = [{"requirement": rid, "check": "c", "status": "PASS"} for rid in store
            if rid not in BEYOND_A_RUN]
     verdict = report.verdicts(report.finalize(raw)[0], ["store"], False)["store"]

@@ -9,7 +9,7 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from . import __version__
-from .requirements import BEYOND_A_RUN, all_ids, conformance_class, level, selected
+from .requirements import BEYOND_A_RUN, all_ids, conformance_class, level, member_of, selected
 
 ORDER = {"FAIL": 0, "WARN": 1, "CONSEQUENCE": 2, "NOT_RUN": 3, "SKIP": 4, "PASS": 5}
 JUDGED = ("FAIL", "WARN", "SKIP", "PASS")  # outcomes that judge a requirement
@@ -69,7 +69,7 @@ def verdicts(results: list[dict], classes: list[str], incomplete: bool,
         count = {s: sum(1 for r in mine if r["status"] == s) for s in ORDER}
         failed = _in_finding_order({r["requirement"] for r in mine if r["status"] == "FAIL"},
                                    findings or [])
-        members = [rid for rid in all_ids() if conformance_class(rid) == cls
+        members = [rid for rid in all_ids() if member_of(rid) == cls
                    and selected(rid, only) and (scope is None or rid in scope)]
         beyond = [rid for rid in members if rid in BEYOND_A_RUN]
         unjudged = [rid for rid in members if rid not in judged and rid not in BEYOND_A_RUN]

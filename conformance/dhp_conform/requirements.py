@@ -14,7 +14,9 @@ MAY = {"DHP-ENV-005"}
 # The conformance class whose verdict a requirement counts toward (spec/index.md, classes):
 # the supervisor's own rules, the transport's, and everything else the store's.
 SUPERVISOR = {"DHP-LSE-007", "DHP-ADP-015"}
-CLASS_OF_AREA = {"SUP": "supervisor", "TRN": "transport"}
+CLASS_OF_AREA = {"SUP": "supervisor", "TRN": "transport",
+                 **dict.fromkeys(("GEN", "CJ", "ID", "ENV", "STM", "LSE", "FEN", "CKP", "BUD",
+                                  "RES", "LOG", "ERR", "SEC", "ADP"), "store")}
 
 # Requirements no run of the kit can judge, whatever the implementation: they are listed in
 # every verdict with the reason, and are the implementation's own tests' to prove.
@@ -52,12 +54,19 @@ def level(rid: str) -> str:
 
 
 def conformance_class(rid: str) -> str:
+    """The class a result of `rid` counts toward (store unless it is another's)."""
+    return member_of(rid) or "store"
+
+
+def member_of(rid: str) -> str | None:
+    """The class that must judge `rid`, or None for a requirement of no class the kit
+    judges (a binding to another protocol, say)."""
     known = _index().get(rid, {}).get("class")
     if isinstance(known, str):
         return known
     if rid in SUPERVISOR:
         return "supervisor"
-    return CLASS_OF_AREA.get(rid.split("-")[1] if rid.count("-") == 2 else "", "store")
+    return CLASS_OF_AREA.get(rid.split("-")[1] if rid.count("-") == 2 else "")
 
 
 def selected(rid: str, patterns: list[str] | None) -> bool:
