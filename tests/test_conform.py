@@ -208,19 +208,8 @@ child = subprocess.Popen([sys.executable, "-m", "dhp.adapter"], stdin=sys.stdin)
 sys.exit(child.wait())
 """
 
-# Forwards to the reference adapter but claims neither the manual clock nor liveness.
-MODEST = """
-import json, subprocess, sys
-child = subprocess.Popen([sys.executable, "-m", "dhp.adapter"], stdin=sys.stdin,
-                         stdout=subprocess.PIPE, text=True)
-for line in child.stdout:
-    msg = json.loads(line)
-    data = msg.get("data")
-    if isinstance(data, dict) and "features" in data:
-        data["features"] = [f for f in data["features"] if f not in ("manual-clock", "liveness")]
-    sys.stdout.write(json.dumps(msg) + "\\n")
-    sys.stdout.flush()
-"""
+# The reference adapter claiming less (tests/helpers/claims_less.py).
+CLAIMS_LESS = f"{sys.executable} {REPO / 'tests' / 'helpers' / 'claims_less.py'}"
 
 
 def _script(tmp_path: Path, name: str, text: str) -> str:
@@ -241,7 +230,7 @@ def test_a_non_json_stdout_line_is_an_adapter_error_with_a_diagnostic(tmp_path):
 @pytest.mark.covers("DHP-ADP-003", "DHP-ADP-013")
 def test_unclaimed_features_are_skipped_with_a_reason(tmp_path):
     code, report, output = conform(tmp_path, "--quick", "--suite", "vectors",
-                                   impl=_script(tmp_path, "modest", MODEST))
+                                   impl=f"{CLAIMS_LESS} manual-clock liveness")
     assert code == 0, output
     skipped = [r for r in report["results"] if r["status"] == "SKIP"]
     assert {r["check"] for r in skipped} == {"vectors:lifecycle-traces", "vectors:fencing-table"}

@@ -207,19 +207,6 @@ def test_a_killed_incarnation_never_fails_its_successors_requests(tmp_path):
         proc.close()
 
 
-# Forwards to the reference adapter but claims neither claim_next nor liveness.
-NO_POOL = """
-import json, subprocess, sys
-child = subprocess.Popen([sys.executable, "-m", "dhp.adapter"], stdin=sys.stdin,
-                         stdout=subprocess.PIPE, text=True)
-for line in child.stdout:
-    msg = json.loads(line)
-    data = msg.get("data")
-    if isinstance(data, dict) and "features" in data:
-        data["features"] = [f for f in data["features"] if f not in ("claim_next", "liveness")]
-    sys.stdout.write(json.dumps(msg) + "\\n")
-    sys.stdout.flush()
-"""
 
 
 @pytest.mark.covers("DHP-LSE-003", "DHP-STM-007")
@@ -228,10 +215,10 @@ def test_chaos_takes_work_by_name_without_claim_next(tmp_path):
     (claim or recover by id), so the workload still runs and its checks still judge."""
     import subprocess
 
-    script = tmp_path / "no_pool.py"
-    script.write_text(NO_POOL)
+    from test_conform import CLAIMS_LESS
+
     proc = subprocess.run([sys.executable, "-m", "dhp_conform.chaos_cli", "--impl",
-                           f"{sys.executable} {script}", "--seconds", "3", "--seed", "5",
+                           f"{CLAIMS_LESS} claim_next liveness", "--seconds", "3", "--seed", "5",
                            "--workers", "3", "--handoffs", "4"],
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
