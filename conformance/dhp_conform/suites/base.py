@@ -199,12 +199,13 @@ TAKEOVER_PASSES = 40  # supervisor passes (0.25 s apart) the kit waits for an or
 
 
 def take_over(ctx: Ctx, proc: Any, hid: str, op: str, what: str,
-              requirement: str = "DHP-LSE-003") -> dict:
+              requirement: str = "DHP-LSE-003", supervisor: Any = None) -> dict:
     """`op` (claim or recover) on a handoff whose lease has expired: it must be granted
     (`requirement`). When the implementation refuses it, that is judged, and the kit takes
     the handoff over another way the implementation declares (its supervisor orphans the
     expired lease, then claim or recover), so that the safety checks after the takeover still
-    run; they are judged afresh, not as consequences of the refusal."""
+    run; they are judged afresh, not as consequences of the refusal. `supervisor` is the
+    process whose passes to use (default: one the kit adds to the scenario)."""
     reply = take(ctx, proc, hid, op)
     if ctx.expect(requirement, reply.ok, f"{what}: refused ({reply.code or reply.unknown}), "
                   "though the lease has expired, so the handoff is orphaned for every "
@@ -215,7 +216,7 @@ def take_over(ctx: Ctx, proc: Any, hid: str, op: str, what: str,
                            "to take an expired lease over (no feature supervise)",
                            ctx.evidence(reply))
     sc = proc.scenario
-    sup = sc.procs.get("kit-supervisor") or sc.spawn("kit-supervisor")
+    sup = supervisor or sc.procs.get("kit-supervisor") or sc.spawn("kit-supervisor")
     for _ in range(TAKEOVER_PASSES):
         data = sup.call("supervise", {}).data
         if isinstance(data, dict) and hid in (data.get("orphaned") or []):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from .base import Check, CheckAborted, Ctx, dispatch, state_mark, take, write
+from .base import Check, CheckAborted, Ctx, dispatch, state_mark, take, take_over, write
 
 
 def _pass(ctx: Ctx, sup, what: str) -> dict:
@@ -257,8 +257,8 @@ def changed_since(ctx: Ctx) -> None:
         ctx.need(take(ctx, w1, hid, ttl=0.3), "claim with a 0.3 s lease")
     time.sleep(0.45)
     recovered, completed, cancelled = hids
-    fence = ctx.need(take(ctx, w2, recovered, op="recover"), "recover after expiry")["fence"]
-    done = ctx.need(take(ctx, w2, completed, op="recover"), "recover after expiry")["fence"]
+    fence = take_over(ctx, w2, recovered, "recover", "recover after expiry", supervisor=s)["fence"]
+    done = take_over(ctx, w2, completed, "recover", "recover after expiry", supervisor=s)["fence"]
     ctx.need(write(w2, "complete", completed, done, result={"total": 1}), "complete")
     ctx.need(w2.call("cancel", {"handoff_id": cancelled}), "cancel")
     data = _pass(ctx, s, "supervise after the changes")
