@@ -13,22 +13,25 @@ from .requirements import BEYOND_A_RUN, all_ids, conformance_class, level, membe
 
 ORDER = {"FAIL": 0, "WARN": 1, "CONSEQUENCE": 2, "NOT_RUN": 3, "SKIP": 4, "PASS": 5}
 JUDGED = ("FAIL", "WARN", "SKIP", "PASS")  # outcomes that judge a requirement
-VERDICT_EXIT = {"PASS": 0, "FAIL": 1, "INCOMPLETE": 3}
 
 
 def finalize(raw: list[dict]) -> tuple[list[dict], list[dict]]:
     """Attach levels, turn a failed SHOULD into WARN, mark consequences, merge duplicates of
     (requirement, check) keeping the worst outcome (and its reason and evidence).
 
-    Attribution: the first failure of a check (in history order; its own judgement before a
-    history checker's at the same point) is its finding. Every later failure of the same check
-    follows from it (a step that could not go on, a count the same bug corrupted) and is
-    reported as a CONSEQUENCE naming it, not as another failed requirement.
+    Attribution: the first failed MUST of a check (in history order) is its finding. Every
+    later failure of the same check follows from it (a step that could not go on, a count the
+    same bug corrupted) and is reported as a CONSEQUENCE naming it, not as another failed
+    requirement; a check that got back on track (base.take_over) starts afresh. A history
+    checker's violations group the same way, by checker.
 
     Returns the results and the findings, most direct first: a check's failure of a
     requirement it was built for before a failure it found on the way (a history checker's,
     say), then in the order the checks are listed."""
     raw = [dict(r, level=level(r["requirement"])) for r in raw]
+    for r in raw:
+        if r["status"] == "FAIL" and r["level"] != "MUST":
+            r["status"] = "WARN"  # a SHOULD or MAY not met: never a finding, never its cause
     first: dict[str, dict] = {}
     failures = [r for r in raw if r["status"] == "FAIL"]
     for r in sorted(failures, key=lambda r: (r.get("_at", 0), r.get("_rank", 0))):
@@ -41,12 +44,10 @@ def finalize(raw: list[dict]) -> tuple[list[dict], list[dict]]:
     leads = sorted(first.values(), key=lambda r: (not r.get("_built", False),
                                                    r.get("_order", 0), r.get("_at", 0)))
     found = [{"requirement": r["requirement"], "check": r["check"], "reason": r["reason"]}
-             for r in leads if r["level"] == "MUST"]
+             for r in leads]
     merged: dict[tuple[str, str], dict] = {}
     for r in raw:
         r = {k: v for k, v in r.items() if not k.startswith("_")}
-        if r["status"] == "FAIL" and r["level"] != "MUST":
-            r["status"] = "WARN"
         key = (r["requirement"], r["check"])
         if key not in merged or ORDER[r["status"]] < ORDER[merged[key]["status"]]:
             merged[key] = r
