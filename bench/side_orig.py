@@ -13,7 +13,7 @@ import sys
 
 import dhp
 from dhp.config import DHPConfig
-from dhp.core.errors import DHPError
+from dhp.errors import DHPError
 
 NAME = "orig"
 VERSION = dhp.__version__
