@@ -122,12 +122,11 @@ def test_an_aborted_check_does_not_fail_what_it_could_not_judge(tmp_path):
 def test_back_on_track_judges_what_follows_afresh(tmp_path):
     def planted(ctx):
         ctx.record("DHP-LSE-003", False, "claim after expiry refused")
-        ctx.back_on_track()  # taken over another way
-        ctx.run.harness.history.add("invoke", scenario="s", process="p", op="status", args={})
-        ctx.record("DHP-FEN-004", False, "a stale write was accepted after the takeover")
+        ctx.back_on_track()  # taken over another way; judged at once, before any request
+        ctx.record("DHP-FEN-001", False, "the takeover got fence 3, not 2")
 
-    results, findings = _results(_run(tmp_path), planted, ["DHP-LSE-003", "DHP-FEN-004"])
-    assert [f["requirement"] for f in findings] == ["DHP-LSE-003", "DHP-FEN-004"]
+    results, findings = _results(_run(tmp_path), planted, ["DHP-LSE-003", "DHP-FEN-001"])
+    assert [f["requirement"] for f in findings] == ["DHP-LSE-003", "DHP-FEN-001"]
     assert all(r["status"] == "FAIL" for r in results)
 
 

@@ -47,7 +47,7 @@ class Run:
     def origin(self, check: str, at: int) -> str:
         """The stretch of a check a failure found at history length `at` belongs to: its
         failures after the first are consequences, within one stretch."""
-        return f"{check}#{sum(1 for start in self.fresh_starts.get(check, []) if start < at)}"
+        return f"{check}#{sum(1 for start in self.fresh_starts.get(check, []) if start <= at)}"
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
