@@ -223,3 +223,21 @@ def test_chaos_takes_work_by_name_without_claim_next(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     done = re.search(r"(\d+) handoffs \((\d+) completed\)", proc.stdout)
     assert done and done.group(1) == done.group(2) and int(done.group(1)) >= 4, proc.stdout
+
+
+def test_a_request_the_kit_paused_is_not_an_adapter_error(tmp_path):
+    """A process paused (and resumed) while a request was in flight may miss the timeout:
+    that silence is the kit's doing, not a broken adapter (seen in a chaos soak: a restarted
+    adapter paused three times during its hello)."""
+    from types import SimpleNamespace
+
+    harness = _run(tmp_path).harness
+    sc = harness.scenario("paused", ttl=1.0)
+    proc = SimpleNamespace(name="c4", worker="c4.2", incarnation=2)
+    hello = harness.history.add("invoke", scenario=sc.name, process="c4", op="hello", args={})
+    assert not sc.expect_silence(proc, hello)
+    sc.fault("stop", proc)
+    sc.stopped.discard("c4")  # resumed since, as the waker does
+    assert sc.expect_silence(proc, hello)
+    later = harness.history.add("invoke", scenario=sc.name, process="c4", op="status", args={})
+    assert not sc.expect_silence(proc, later)

@@ -65,7 +65,9 @@ def workload(ctx: Ctx, *, workers: int, handoffs: int, faults: int | None,
             return True
         try:
             sc.restart(p)
-        except AdapterError:
+        except AdapterError:  # killed or paused mid-handshake: start it again next time
+            if p.process.alive():
+                sc.kill(p)
             time.sleep(0.05)
         return False
 
