@@ -19,17 +19,14 @@ TRANSPORT_IDS = ("DHP-TRN-001", "DHP-TRN-002", "DHP-TRN-004", "DHP-TRN-005", "DH
 
 
 @pytest.mark.covers(*TRANSPORT_IDS, "DHP-ADP-016", "DHP-ADP-017", "DHP-ADP-018")
-def test_reference_passes_the_transport_profile_quickly(tmp_path):
-    started = time.monotonic()
+def test_reference_passes_the_transport_profile(tmp_path):
     code, report, output = conform(tmp_path, "--quick", "--suite", "transport")
-    took = time.monotonic() - started
     assert code == 0, output
     assert oracle.schema_errors("report", report) == []
     assert report["verdicts"]["transport"]["verdict"] == "PASS", output
     judged = {r["requirement"] for r in report["results"]
               if r["check"].startswith("transport:") and r["status"] == "PASS"}
     assert set(TRANSPORT_IDS) <= judged, sorted(set(TRANSPORT_IDS) - judged)
-    assert took < 20, f"the transport profile took {took:.1f} s"
 
 
 
