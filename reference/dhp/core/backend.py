@@ -76,6 +76,18 @@ class Tx(ABC):
         first. With `expired_before`, only claimed rows whose lease expires at or before it
         (the supervisor's scan; cost follows the expired rows)."""
 
+    def next_takeable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
+        """The row of these kinds that claim_next takes first at `now` (DHP-STM-009/010):
+        the oldest dispatched among the pending, released and orphaned rows and the claimed
+        rows whose lease has expired. This default is correct on any backend; a backend
+        overrides it with one indexed query."""
+        for row in self.select(task_kinds=task_kinds):
+            record = row["record"]
+            if record["state"] in ("pending", "released", "orphaned") or (
+                    record["state"] == "claimed" and record["lease_expires_at"] <= now):
+                return row
+        return None
+
     @abstractmethod
     def owner_incarnations(self) -> list[str]:
         """The distinct liveness tokens of the owners of claimed handoffs."""

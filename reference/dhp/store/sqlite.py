@@ -210,6 +210,14 @@ class SQLiteTx(Tx):
             args.append(limit)
         return [_row(r) for r in self.conn.execute(sql, args)]
 
+    def next_takeable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
+        kinds = ", ".join("?" * len(task_kinds))
+        found = self.conn.execute(
+            f"{_SELECT} WHERE task_kind IN ({kinds}) AND (state IN ('pending', 'released', "
+            "'orphaned') OR (state = 'claimed' AND lease_expires_at <= ?)) "
+            "ORDER BY rowid LIMIT 1", (*task_kinds, now)).fetchone()
+        return None if found is None else _row(found)
+
     def owner_incarnations(self) -> list[str]:
         rows = self.conn.execute("SELECT DISTINCT owner_incarnation FROM handoffs "
                                  "WHERE state = 'claimed' AND owner_incarnation IS NOT NULL")
