@@ -28,6 +28,10 @@ BEYOND_A_RUN = {
                    "the kit cannot offer one to be ignored",
     "DHP-LSE-006": "it needs a step of the host's wall clock, which the kit may not make",
     "DHP-LSE-008": "it needs a reboot of the host",
+    "DHP-LSE-012": "it is about the clock source on every runtime and host (readings across "
+                   "processes to a few milliseconds, wall-clock steps, drift), which a run on "
+                   "one host through the adapter cannot vary",
+    "DHP-LSE-013": "it is about a deployment in which two implementations share one store",
 }
 
 

@@ -73,7 +73,8 @@ def expired(ctx: Ctx) -> None:
 
 def dead_owner(ctx: Ctx) -> None:
     if "liveness" not in ctx.features:
-        ctx.skip("DHP-LSE-005", "the implementation does not claim the feature liveness")
+        for rid in ("DHP-LSE-005", "DHP-LSE-011"):
+            ctx.skip(rid, "the implementation does not claim the feature liveness")
         return
     sc = ctx.scenario("dead-owner", ttl=30.0)
     w, s = sc.spawn("worker"), sc.spawn("sup")
@@ -81,7 +82,7 @@ def dead_owner(ctx: Ctx) -> None:
     ctx.need(take(ctx, w, hid), "claim with a 30 s lease")
     sc.kill(w)
     data = _pass(ctx, s, "supervise after the owner was killed")
-    for rid in ("DHP-SUP-003", "DHP-LSE-005"):
+    for rid in ("DHP-SUP-003", "DHP-LSE-005", "DHP-LSE-011"):
         ctx.expect(rid, hid in data["orphaned"],
                    "the owner's process was SIGKILLed, yet a supervisor pass did not orphan its "
                    f"handoff before the lease ran out (orphaned: {data['orphaned']})",
@@ -225,6 +226,12 @@ def budgets(ctx: Ctx) -> None:
                data["_reply"])
     _parked(ctx, "DHP-SUP-006", data, _state(ctx, s, spent), spent, "max_attempts",
             "an expired lease whose max_attempts (1) was used up")
+    lists = {k: data.get(k) for k in ("orphaned", "dead_lettered")}
+    ctx.expect("DHP-ADP-023", all(isinstance(v, list) for v in lists.values()),
+               f"supervise must answer both lists, got {lists}", data["_reply"])
+    ctx.expect("DHP-SUP-017", all(spent in (v or []) for v in lists.values()),
+               f"a handoff the pass orphaned and parked must be in both lists: {lists}",
+               data["_reply"])
 
 
 def stalled(ctx: Ctx) -> None:
@@ -326,11 +333,12 @@ def _check(name: str, requirements: list[str], run) -> Check:
 CHECKS = [
     _check("expired-lease", ["DHP-SUP-001", "DHP-SUP-002", "DHP-ADP-015", "DHP-STM-007"],
            expired),
-    _check("dead-owner", ["DHP-SUP-003", "DHP-LSE-005"], dead_owner),
+    _check("dead-owner", ["DHP-SUP-003", "DHP-LSE-005", "DHP-LSE-011"], dead_owner),
     _check("live-lease-kept", ["DHP-SUP-002"], live_leases),
     _check("leader-killed", ["DHP-SUP-012", "DHP-ADP-015", "DHP-SUP-007", "DHP-SUP-010",
                              "DHP-SUP-014"], leader_killed),
-    _check("budgets", ["DHP-SUP-005", "DHP-SUP-006", "DHP-SUP-001"], budgets),
+    _check("budgets", ["DHP-SUP-005", "DHP-SUP-006", "DHP-SUP-001", "DHP-ADP-023",
+                       "DHP-SUP-017"], budgets),
     _check("stalled", ["DHP-SUP-004", "DHP-SUP-002"], stalled),
     _check("changed-since-found", ["DHP-SUP-007"], changed_since),
     _check("deposed-leader", ["DHP-SUP-009", "DHP-SUP-012", "DHP-SUP-011", "DHP-SUP-001"],
