@@ -4,7 +4,8 @@ Nothing generated is written to docs/: at build time the hook adds, in memory,
 - spec/*.md: the specification pages, each requirement ID made a link to its own anchor;
 - requirements.md: every requirement with its level and the vectors, tests and checks citing it;
 - schemas/index.md, schemas/<name>.md (pretty-printed) and schemas/<name>.json (the file itself);
-- benchmarks.md: bench/README.md (commands, method, results) as a page.
+- benchmarks.md: bench/README.md (commands, method, results) as a page;
+- conformance/coverage.md: per requirement, the kit checks that judge it, and the gaps.
 Hand-written pages may hold placeholders that the hook fills from the sources (see
 `fill_placeholders`): example programs and their checked output, the `dhp` exit-code table
 from `dhp.cli.commands.EXIT_CODES`, and the `--help` text of a command.
@@ -29,7 +30,7 @@ import traceability  # noqa: E402
 
 SPEC_ORDER = ["index", "terminology", "identity", "envelope", "states", "leases-fencing",
               "checkpoints", "budgets", "results", "log", "errors", "supervisor", "security",
-              "transport", "adapter", "a2a"]
+              "transport", "adapter", "a2a", "mcp"]
 MARKER = re.compile(r'<a id="(DHP-[A-Z]+-[0-9]{3})"></a>\*\*\1\*\*')
 SCHEMA_LINK = re.compile(r"\]\(\.\./schemas/([A-Za-z0-9_-]+)\.json\)")
 
@@ -127,7 +128,40 @@ def generated(root: Path = ROOT) -> dict[str, str]:
         files[f"schemas/{name}.json"] = (root / "schemas" / f"{name}.json").read_text(
             encoding="utf-8")
     files["benchmarks.md"] = benchmarks_page(root)
+    files["conformance/coverage.md"] = kit_coverage_page(traceability.citations(root))
     return files
+
+
+def kit_coverage_page(found: list[traceability.Citation]) -> str:
+    """The kit's own count (`dhp-conform coverage`), beside what else cites each gap."""
+    from dhp_conform import coverage
+
+    rows = coverage.table()
+    s = coverage.summary(rows)
+    cited = traceability.by_requirement(found)
+    lines = [
+        "# Kit coverage",
+        "",
+        "Which checks of the conformance kit judge each requirement: the kit is what another",
+        "implementation can run, so it is where requirement coverage is counted. A requirement",
+        "that only the reference's own tests (or no executable check) cover is a **gap**: no",
+        "third party gets it judged. Generated from the checks' declarations, the same data as",
+        "`dhp-conform coverage`.",
+        "",
+        f"**{s['judged']} of {s['requirements']} requirements are judged by a kit check "
+        f"({s['must_judged']} of {s['must']} MUST); {len(s['gaps'])} gaps.**",
+        "",
+        "| Requirement | Level | Class | Kit checks | Else cited by (gaps only) |",
+        "|-------------|-------|-------|------------|---------------------------|",
+    ]
+    for r in rows:
+        checks = ", ".join(f"`{c}`" for c in r["checks"]) or "**gap**"
+        other = ""
+        if not r["checks"]:
+            kinds = sorted({c.kind for c in cited.get(r["id"], []) if c.kind != "check"})
+            other = ", ".join(kinds) or "nothing"
+        lines.append(f"| {r['id']} | {r['level']} | {r['class']} | {checks} | {other} |")
+    return "\n".join(lines) + "\n"
 
 
 def benchmarks_page(root: Path = ROOT) -> str:
@@ -155,6 +189,15 @@ def include(rel: str, root: Path = ROOT) -> str:
     return f'```{LANGUAGES.get(path.suffix, "text")} title="{title}"\n{body}\n```'
 
 
+def markdown_file(rel: str, root: Path = ROOT) -> str:
+    """A Markdown file of the repository, inlined as it is (e.g. the agent guide shipped in
+    the package)."""
+    path = (root / rel).resolve()
+    if root.resolve() not in path.parents or path.suffix != ".md" or not path.is_file():
+        raise ValueError(f"markdown: no Markdown file {rel} in the repository")
+    return path.read_text(encoding="utf-8").rstrip("\n")
+
+
 def exit_codes_table(text: str | None = None) -> str:
     """`dhp.cli.commands.EXIT_CODES` (the text every command's --help shows) as a table."""
     if text is None:
@@ -173,9 +216,12 @@ def exit_codes_table(text: str | None = None) -> str:
 
 
 def help_text(command: str) -> str:
-    """The --help output of `dhp SUBCOMMAND` or `dhp-supervisor`, 96 columns wide."""
-    if command == "dhp-supervisor":
-        from dhp.supervisor import main
+    """The --help output of `dhp SUBCOMMAND`, `dhp-supervisor` or `dhp-mcp`, 96 columns wide."""
+    if command in ("dhp-supervisor", "dhp-mcp"):
+        if command == "dhp-mcp":
+            from dhp.agents.mcp_cli import main
+        else:
+            from dhp.supervisor import main
         argv = ["--help"]
     else:
         from dhp.cli.main import main
@@ -187,7 +233,10 @@ def help_text(command: str) -> str:
     os.environ["COLUMNS"] = "96"
     try:
         with contextlib.redirect_stdout(out):
-            code = main(argv)
+            try:
+                code = main(argv)
+            except SystemExit as exc:  # argparse's own --help exits
+                code = exc.code or 0
     finally:
         if saved is None:
             del os.environ["COLUMNS"]
@@ -199,13 +248,15 @@ def help_text(command: str) -> str:
 
 
 def fill_placeholders(markdown: str, where: str = "page", root: Path = ROOT) -> str:
-    """Replace each `<!-- dhp: KIND ARG -->` line: `include PATH`, `exit-codes`,
+    """Replace each `<!-- dhp: KIND ARG -->` line: `include PATH`, `markdown PATH`, `exit-codes`,
     `help PROGRAM [SUBCOMMAND]`. An unknown kind is an error, so a typo cannot pass."""
     def fill(m: re.Match) -> str:
         kind, arg = m.group("kind"), (m.group("arg") or "").strip()
         try:
             if kind == "include" and arg:
                 return include(arg, root)
+            if kind == "markdown" and arg:
+                return markdown_file(arg, root)
             if kind == "exit-codes" and not arg:
                 return exit_codes_table()
             if kind == "help" and arg:

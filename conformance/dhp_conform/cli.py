@@ -7,28 +7,41 @@ harness error (not judged), 3 a class INCOMPLETE (a MUST of it judged by no chec
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 from pathlib import Path
 
-from . import report, rundir, runner
+from . import coverage, report, rundir, runner
 from .harness import Harness
 from .manifest import Impl, ManifestError, add_arguments, resolve
+from .mcp_client import sdk_missing
 from .process import AdapterError
 from .suites import SUITES
+
+MCP_TIMEOUT = 60.0
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dhp-conform", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("mode", nargs="?", choices=["run", "smoke"], default="run",
-                   help="run (default): the conformance run; smoke: check the wiring only")
+    p.add_argument("mode", nargs="?", choices=["run", "smoke", "coverage"], default="run",
+                   help="run (default): the conformance run; smoke: check the wiring only; "
+                   "coverage: which kit checks judge each requirement, and the gaps (needs no "
+                   "implementation; --report writes it as JSON)")
     add_arguments(p)
+    p.add_argument("--profile", choices=["adapter", "mcp"], default="adapter",
+                   help="adapter (default): --impl is a conformance adapter; mcp: --impl is an "
+                        "MCP server command with {data} and {ttl} placeholders, e.g. 'dhp-mcp "
+                        "--root {data} --ttl {ttl}', certified through MCP client sessions "
+                        "(needs the mcp SDK; --timeout defaults to 60 then)")
     p.add_argument("--quick", action="store_true", help="fewer processes, rounds and faults")
     p.add_argument("--only", action="append", metavar="PATTERN",
                    help="only requirements matching this glob, e.g. 'DHP-FEN-*' (repeatable)")
     p.add_argument("--suite", action="append", choices=sorted(SUITES),
                    help="only this suite (repeatable)")
+    p.add_argument("--strict", action="store_true",
+                   help="a SHOULD-level finding (WARN) fails the run too (exit status 1)")
     p.add_argument("--report", type=Path, help="write the JSON report here")
     p.add_argument("--junit", type=Path, help="write JUnit XML here")
     p.add_argument("--history", type=Path,
@@ -39,6 +52,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.mode == "coverage":
+        rows = coverage.table()
+        print(coverage.render(rows))
+        if args.report:
+            args.report.write_text(json.dumps({"summary": coverage.summary(rows),
+                                               "requirements": rows}, indent=1) + "\n",
+                                   encoding="utf-8")
+        return 0
     try:
         impl = resolve(args.impl, args.manifest)
     except ManifestError as exc:
@@ -49,15 +70,28 @@ def main(argv: list[str] | None = None) -> int:
     except rundir.RunDirError as exc:
         print(f"dhp-conform: {exc}", file=sys.stderr)
         return 2
+    timeout = args.timeout
+    if args.profile == "mcp":
+        missing = sdk_missing()
+        if missing:
+            print(f"dhp-conform: {missing}", file=sys.stderr)
+            return 2
+        timeout = max(timeout, MCP_TIMEOUT)  # a server and an SDK client start per agent
+        if args.mode == "smoke":
+            impl = runner.mcp_impl(impl)[0]
     if args.mode == "smoke":
-        return smoke(impl, workdir, args.timeout)
+        return smoke(impl, workdir, timeout)
     outcome = runner.run(impl, workdir, seed=args.seed, quick=args.quick, only=args.only,
-                         suites=args.suite, timeout=args.timeout)
+                         suites=args.suite, timeout=timeout, profile=args.profile)
     print(report.summary(outcome.report, outcome.adapter_errors))
     if args.report:
         report.write_json(outcome.report, args.report)
     if args.junit:
         report.write_junit(outcome.report, args.junit)
+    if args.strict and not outcome.exit_code \
+            and any(r["status"] == "WARN" for r in outcome.report["results"]):
+        print("--strict: a SHOULD-level requirement is not met (WARN)")
+        outcome.exit_code = 1
     if outcome.exit_code:
         what = {1: "not conformant", 2: "not judged", 3: "incomplete"}[outcome.exit_code]
         print(f"{what}: rerun with --seed {outcome.report['seed']}; "

@@ -220,6 +220,7 @@ class Harness:
         self.adapter_errors: list[str] = []   # protocol breakage: the run cannot be trusted
         self.wire_findings: list[dict] = []   # malformed responses or errors (ERR-*, ADP-*)
         self.notes: list[str] = []  # what the summary must say beyond the results
+        self.mcp_template: list[str] | None = None  # the MCP profile's server command
         self._count = 0
         self._count_lock = threading.Lock()
 

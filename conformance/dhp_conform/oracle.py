@@ -51,6 +51,20 @@ def validator(name: str) -> Draft202012Validator:
                                 format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
+@cache
+def binding_validator(definition: str) -> Draft202012Validator:
+    """A validator for `$defs/<definition>` of schemas/mcp-tools.json (the MCP binding)."""
+    ref = f"urn:dhp:1.0:schema:mcp-tools#/$defs/{definition}"
+    return Draft202012Validator({"$ref": ref}, registry=_registry(),
+                                format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def binding_errors(definition: str, instance: Any) -> list[str]:
+    """Every violation of a tool's argument or result schema in the MCP binding."""
+    return [f"{_path(e)}: {e.message}"
+            for e in binding_validator(definition).iter_errors(instance)]
+
+
 def _path(error: Any) -> str:
     out = "$"
     for part in error.absolute_path:

@@ -68,6 +68,8 @@ def member_of(rid: str) -> str | None:
     known = _index().get(rid, {}).get("class")
     if isinstance(known, str):
         return known
+    if rid.startswith("DHP-MCP-"):
+        return "mcp-server"
     if rid in SUPERVISOR:
         return "supervisor"
     return CLASS_OF_AREA.get(rid.split("-")[1] if rid.count("-") == 2 else "")

@@ -4,20 +4,23 @@ over every scenario, and assemble the report."""
 from __future__ import annotations
 
 import random
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import checkers, oracle, report
 from .harness import Harness
-from .manifest import Impl
+from .manifest import Impl, resolve
 from .process import AdapterError
 from .requirements import selected
 from .suites import SUITES
+from .suites import mcp as mcp_suite
 from .suites.base import Run, run_check
 
 PARALLEL = 3  # checks run side by side when they judge no real time
 ALONE = ("concurrency", "chaos")  # suites whose own load is the point
+ALONE_CHECKS = ("mcp:soak-kill9",)
 
 # The history checkers and the requirements each can fail; one PASS each when none fails.
 HISTORY_CHECKS = {
@@ -47,10 +50,16 @@ class Outcome:
 
 def run(impl: str | Impl, workdir: Path, *, seed: int | None = None, quick: bool = False,
         only: list[str] | None = None, suites: list[str] | None = None,
-        timeout: float = 10.0) -> Outcome:
+        timeout: float = 10.0, profile: str = "adapter") -> Outcome:
+    """`profile` "mcp": `impl` is an MCP server command template (spec/mcp.md), driven through
+    `dhp_conform.mcp_bridge` agents and the mcp suite's own client sessions."""
     seed = seed if seed is not None else random.randrange(2**31)
     started = report.now()
+    template = None
+    if profile == "mcp":
+        impl, template = mcp_impl(impl)
     harness = Harness(impl, workdir, timeout=timeout)
+    harness.mcp_template = template
     state = Run(harness, seed, quick)
     try:
         probe = harness.scenario("probe", ttl=5.0)
@@ -62,22 +71,22 @@ def run(impl: str | Impl, workdir: Path, *, seed: int | None = None, quick: bool
         return Outcome(rep, 2, harness.adapter_errors, harness.history.save(workdir))
     features = set(harness.hello.get("features", []))
     chosen = []
-    for name in suites or list(SUITES):
-        for check in SUITES[name].CHECKS:
-            if not any(selected(r, only) for r in check.requirements):
-                continue
-            if check.feature and check.feature not in features:
-                for rid in check.requirements:
-                    state.results.append({"requirement": rid, "check": check.id,
-                                          "status": "SKIP", "reason": f"the implementation "
-                                          f"does not claim the feature {check.feature}",
-                                          **({"class": check.cls} if check.cls else {})})
-                continue
-            chosen.append(check)
-            state.order[check.id] = len(state.order)
+    for check in _candidates(profile, suites):
+        if not any(selected(r, only) for r in check.requirements):
+            continue
+        if check.feature and check.feature not in features:
+            for rid in check.requirements:
+                state.results.append({"requirement": rid, "check": check.id,
+                                      "status": "SKIP", "reason": f"the implementation "
+                                      f"does not claim the feature {check.feature}",
+                                      **({"class": check.cls} if check.cls else {})})
+            continue
+        chosen.append(check)
+        state.order[check.id] = len(state.order)
     # Checks that judge no real time run side by side; the rest run alone afterwards, so
     # that no other check's load shifts their lease timings.
-    calm = [c for c in chosen if not c.timing and c.suite not in ALONE]
+    calm = [c for c in chosen
+            if not c.timing and c.suite not in ALONE and c.id not in ALONE_CHECKS]
     with ThreadPoolExecutor(PARALLEL) as pool:
         list(pool.map(lambda c: _run_one(state, c), calm))
     for check in chosen:
@@ -100,6 +109,22 @@ def run(impl: str | Impl, workdir: Path, *, seed: int | None = None, quick: bool
     harness.adapter_errors[:] = list(dict.fromkeys(harness.adapter_errors))
     code = 2 if harness.adapter_errors else report.exit_code(rep)
     return Outcome(rep, code, harness.adapter_errors, harness.history.save(workdir))
+
+
+def mcp_impl(impl: str | Impl) -> tuple[Impl, list[str]]:
+    """The bridge agent's command for an MCP server command template."""
+    server = impl if isinstance(impl, Impl) else resolve(impl)
+    bridge = [sys.executable, "-m", "dhp_conform.mcp_bridge", "--", *server.argv]
+    return Impl(bridge, server.env, server.cwd), server.argv
+
+
+def _candidates(profile: str, suites: list[str] | None) -> list:
+    if profile == "mcp":
+        wanted = [c for name in SUITES if name != "mcp" for c in SUITES[name].CHECKS
+                  if c.id in mcp_suite.PROFILE] + list(mcp_suite.CHECKS)
+        return [c for c in wanted if not suites or c.suite in suites]
+    return [c for name in suites or [s for s in SUITES if s != "mcp"]
+            for c in SUITES[name].CHECKS]
 
 
 def _run_one(state: Run, check) -> None:

@@ -16,13 +16,16 @@ which keeps its leadership between passes like a long-running supervisor does.
 
 The feature transport (DHP-ADP-016..019): `transport_serve` runs a dhp.TransportServer on
 this process's store, `ship` queues a handoff in a dhp.NetShipper (one per destination,
-its buffer under the data folder), `transport_flush` waits for the acknowledgements.
+its buffer under the data folder), `transport_flush` waits for the acknowledgements. The
+feature file-transport (DHP-ADP-025, DHP-ADP-026): `file_ship` writes a handoff's log into
+a shared folder with a dhp.FileShipper, `file_ingest` ingests the folder.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -34,14 +37,16 @@ from dhp.core.canonical import parse_json
 from dhp.core.errors import Conflict, DHPError, InvalidInput, Unavailable
 from dhp.supervisor import Supervisor
 from dhp.transport import server as net
+from dhp.transport.file import FileShipper, ingest_folder
 from dhp.transport.shipper import NetShipper
 
 PROTOCOL = "1"
 FEATURES = ["claim_next", "export_log", "import_log", "supervise", "liveness", "manual-clock",
-            "transport", "transport-tls"]
+            "transport", "transport-tls", "file-transport"]
 # Kill -9 of an owner to a standby's successful recover: the liveness lock makes it a few
 # milliseconds on one host; the declared bound leaves room for a loaded CI machine.
 RECOVERY_BOUND_S = 1.0
+LEADING_ID = re.compile(r'\s*\{\s*"id"\s*:\s*([0-9]+)\s*[,}]')
 
 
 class ManualClock:
@@ -265,11 +270,31 @@ class Adapter:
             shipper.close(timeout=0)
         return {}
 
+    # --- the file transport (feature file-transport) ------------------------------------
+    def cmd_file_ship(self, args: dict) -> dict:
+        """The handoff's log into its file in the shared folder (DHP-ADP-025)."""
+        hid = args["handoff_id"]
+        row = operations.get_row(self.store, hid)
+        with FileShipper(args["folder"]) as shipper:
+            shipper.ship_chain(row["envelope"], api.checkpoints(self.store, hid), row["result"])
+        return {}
+
+    def cmd_file_ingest(self, args: dict) -> dict:
+        """Every handoff file of the shared folder into this store (DHP-ADP-026)."""
+        found = ingest_folder(self.store, args["folder"])
+        return {"files": {name: {"error": r["error"]} if "error" in r
+                          else {"handoff_id": r["handoff_id"]} for name, r in found.items()}}
+
     # --- the loop --------------------------------------------------------------------------
     def handle(self, line: str) -> dict:
         try:
             request = json.loads(line)
             rid, op, args = request["id"], request["op"], request.get("args") or {}
+        except RecursionError:  # nested too deeply to parse (DHP-SEC-002): answer its id
+            head = LEADING_ID.match(line)
+            error = InvalidInput("the request is nested too deeply to parse",
+                                 requirement="DHP-SEC-002")
+            return {"id": int(head[1]) if head else 0, "ok": False, "error": error.to_dict()}
         except (ValueError, KeyError, TypeError) as exc:
             error = InvalidInput(f"not a request line ({exc}): {line[:200]!r}",
                                  requirement="DHP-ADP-001")

@@ -132,6 +132,11 @@ class TaskContext:
         self._write("release")
         self._finish()
 
+    def abandon(self) -> None:
+        """Stop heartbeating and forget the lease without releasing it: its owner is going
+        away (an MCP client session ended), and the lease is left for a recoverer."""
+        self._finish()
+
     def idempotency_key(self, step: Any) -> str:
         """A key for side effects of `step` under this lease: lowercase hex of
         SHA-256(JCS({"fence", "handoff_id", "step"})). The same step gets a new key after a

@@ -1,7 +1,19 @@
-"""The suites: each module exposes CHECKS, a list of `base.Check`."""
+"""The suites: each module exposes CHECKS, a list of `base.Check`. The mcp suite runs only in
+the MCP profile (`dhp-conform --profile mcp`)."""
 
-from . import adapter, chaos, concurrency, fencing, lifecycle, supervisor, transport, vectors
+from . import (
+               adapter,
+               chaos,
+               concurrency,
+               fencing,
+               lifecycle,
+               mcp,
+               reach,
+               supervisor,
+               transport,
+               vectors,
+)
 
 SUITES = {"adapter": adapter, "vectors": vectors, "lifecycle": lifecycle, "fencing": fencing,
           "concurrency": concurrency, "supervisor": supervisor, "chaos": chaos,
-          "transport": transport}
+          "transport": transport, "reach": reach, "mcp": mcp}

@@ -33,12 +33,14 @@ def chaos(ctx: Ctx) -> None:
 
 
 def workload(ctx: Ctx, *, workers: int, handoffs: int, faults: int | None,
-             seconds: float, pause_share: float = PAUSE_SHARE) -> dict:
+             seconds: float, ttl: float = 1.0, once: bool = False,
+             pause_share: float = PAUSE_SHARE) -> dict:
     """Workers run handoffs while the kit SIGKILLs random workers (and supervisors, when the
     implementation has them), or pauses them across their lease (a share `pause_share` of the
     faults), until `faults` faults were made or `seconds` passed (with faults=None: for the
-    whole time). Returns counts of what happened."""
-    ttl = 1.0
+    whole time). Returns counts of what happened. `once`: each worker is killed at most once
+    and never restarted, nobody is paused, and no more work is added, so the survivors must
+    finish the first batch (the MCP profile's soak)."""
     sc = ctx.scenario("kill9", ttl=ttl)
     procs = [sc.spawn(f"c{i}") for i in range(workers)]
     feeder = sc.spawn("feeder")  # dispatches and reads; never faulted
@@ -61,8 +63,8 @@ def workload(ctx: Ctx, *, workers: int, handoffs: int, faults: int | None,
     rngs = [ctx.rng.random() for _ in procs + sups]
 
     def revive(p) -> bool:
-        if p.process.alive():
-            return True
+        if p.process.alive() or once:
+            return p.process.alive()
         try:
             sc.restart(p)
         except AdapterError:  # killed or paused mid-handshake: start it again next time
@@ -96,6 +98,8 @@ def workload(ctx: Ctx, *, workers: int, handoffs: int, faults: int | None,
                 time.sleep(0.02)
                 continue
             if not revive(p):
+                if once:
+                    return
                 continue
             if pool:
                 reply = p.call("claim_next", {"task_kinds": [KIND], "worker": p.worker})
@@ -143,13 +147,17 @@ def workload(ctx: Ctx, *, workers: int, handoffs: int, faults: int | None,
     deadline = time.monotonic() + seconds
     while (faults is None or count["kills"] + count["pauses"] < faults) \
             and time.monotonic() < deadline:
-        time.sleep(ctx.rng.uniform(0.05, 0.25))
+        time.sleep(ctx.rng.uniform(0.1, 0.8) if once else ctx.rng.uniform(0.05, 0.25))
         with lock:
-            if len(done) == len(hids):
+            if len(done) == len(hids) and not once:
                 batch()
         victims = procs + (sups if ctx.rng.random() < 0.2 else [])
+        if once:
+            victims = [p for p in procs if p.incarnation == 1 and p.process.alive()]
+            if not victims:
+                break
         victim = victims[ctx.rng.randrange(len(victims))]
-        pause = ctx.rng.random() < pause_share
+        pause = not once and ctx.rng.random() < pause_share
         if not victim.process.alive() or not victim.incarnation \
                 or sc.expect_silence(victim):
             continue
@@ -219,4 +227,5 @@ def _check_logs(ctx: Ctx, sc, reader, hids: list[str]) -> None:
                    f"the log of {hid} holds acknowledged checkpoints out of order", reply)
 
 
-CHECKS = [Check("chaos", "kill9-workers", ["DHP-CKP-009", "DHP-LSE-003", "DHP-LOG-007"], chaos)]
+CHECKS = [Check("chaos", "kill9-workers", ["DHP-CKP-009", "DHP-LSE-003", "DHP-LOG-007",
+                                          "DHP-LOG-001", "DHP-LOG-003"], chaos)]

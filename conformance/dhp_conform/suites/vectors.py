@@ -177,9 +177,9 @@ def chains(ctx: Ctx) -> None:
 
 
 CHECKS = [
-    Check("vectors", "identity", ["DHP-ID-001", "DHP-ADP-021"], identity),
-    Check("vectors", "envelope", ["DHP-ENV-001"], envelopes, feature="import_log"),
-    Check("vectors", "log", ["DHP-LOG-007"], logs, feature="import_log"),
+    Check("vectors", "identity", decisions.cited("identity") + ["DHP-ADP-021"], identity),
+    Check("vectors", "envelope", decisions.cited("envelope"), envelopes, feature="import_log"),
+    Check("vectors", "log", decisions.cited("log"), logs, feature="import_log"),
     Check("vectors", "checkpoint-chain", decisions.cited("checkpoint-chain"), chains,
           feature="import_log"),
     *decisions.CHECKS,

@@ -6,7 +6,9 @@ so whoever can take it knows the owner is gone and may recover its handoffs with
 for the lease to expire. Fencing keeps this safe if the signal were ever wrong.
 
 The incarnation is a fresh random id per process (re-drawn in a forked child), so a worker id
-reused by a restarted process never looks alive on behalf of its predecessor.
+reused by a restarted process never looks alive on behalf of its predecessor. A process that
+serves several clients (the MCP server) gives each client session a lock of its own
+(`session_lock`): closing it makes that session's leases recoverable while the process lives on.
 """
 
 from __future__ import annotations
@@ -42,30 +44,39 @@ def for_folder(folder: str | os.PathLike) -> Liveness:
         return _instances[key]
 
 
-class Liveness:
-    """The liveness lock of this process in one store folder, and probes of other owners'."""
+def session_lock(folder: str | os.PathLike) -> Liveness:
+    """A liveness lock of its own for one client session of this process (a fresh token;
+    flock locks of separate open files exclude each other even within one process)."""
+    return Liveness(Path(folder), name=secrets.token_hex(16))
 
-    def __init__(self, folder: Path):
+
+class Liveness:
+    """The liveness lock of this process (or of one of its sessions, when `name` is given) in
+    one store folder, and probes of other owners'."""
+
+    def __init__(self, folder: Path, name: str | None = None):
         self.folder = Path(folder)
+        self._name = name
         self._fd: int | None = None
         self._path: Path | None = None
         self._mutex = threading.Lock()
 
     def token(self) -> str:
-        """Take this process's lock (once) and return the incarnation id that names it."""
+        """Take this lock (once) and return the incarnation id that names it."""
+        name = self._name or incarnation()
         with self._mutex:
             if self._fd is None:
                 self.folder.mkdir(parents=True, exist_ok=True)
-                path = self.folder / f"{incarnation()}.lock"
+                path = self.folder / f"{name}.lock"
                 # Lock a private file first and only then give it its probe-able name, so a
                 # prober never sees this process's lock file unlocked and thinks it dead.
-                draft = self.folder / f".{incarnation()}.draft"
+                draft = self.folder / f".{name}.draft"
                 fd = os.open(draft, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 os.write(fd, f"{os.getpid()}\n".encode())
                 os.rename(draft, path)
                 self._fd, self._path = fd, path
-            return incarnation()
+            return name
 
     def owner_dead(self, token: str | None) -> bool:
         """True when the process named by `token` is certainly gone (its lock can be taken).

@@ -1,0 +1,94 @@
+"""The kit's side of the MCP binding (spec/mcp.md): start an implementation's MCP server over
+stdio with the official `mcp` SDK's client and call its tools.
+
+The server command is a template: `{data}` becomes the scenario's data folder and `{ttl}` the
+lease length, e.g. `dhp-mcp --root {data} --ttl {ttl}`. A tool call answers a `ToolReply`: the
+structured content of a success, or of an error result ({"error", "next_step"}).
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+TOOLS = ["dispatch", "claim", "claim_next", "recover", "checkpoint", "heartbeat", "complete",
+         "release", "status", "last_checkpoint", "result", "cancel", "list", "dlq", "requeue",
+         "health"]
+
+
+def sdk_missing() -> str | None:
+    """Why the MCP profile cannot run here, or None."""
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        return "the MCP profile needs the official MCP SDK: pip install 'mcp>=2.3'"
+    return None
+
+
+def command(template: list[str], data: Path, ttl: float) -> list[str]:
+    return [part.replace("{data}", str(data)).replace("{ttl}", f"{ttl:g}")
+            for part in template]
+
+
+@dataclass
+class ToolReply:
+    tool: str
+    ok: bool
+    content: Any  # structured content: the result, or {"error", "next_step"}
+    text: str = ""
+    problem: str | None = None  # the reply itself breaks the binding (no structured content)
+
+    @property
+    def code(self) -> str | None:
+        if self.ok or not isinstance(self.content, dict):
+            return None
+        error = self.content.get("error")
+        return error.get("code") if isinstance(error, dict) else None
+
+
+class Session:
+    """One MCP client session with a server started from `argv` (async context manager)."""
+
+    def __init__(self, argv: list[str], *, env: dict[str, str] | None = None,
+                 cwd: str | None = None, errlog: Any = None, timeout: float = 30.0):
+        self.argv, self.env, self.cwd = argv, env, cwd
+        self.errlog, self.timeout = errlog, timeout
+        self._stack: AsyncExitStack | None = None
+        self.client: Any = None
+
+    async def __aenter__(self) -> Session:
+        from mcp import Client
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        params = StdioServerParameters(command=self.argv[0], args=self.argv[1:],
+                                       env=dict(self.env or os.environ), cwd=self.cwd)
+        self._stack = AsyncExitStack()
+        await self._stack.__aenter__()
+        try:
+            transport = stdio_client(params, errlog=self.errlog) if self.errlog \
+                else stdio_client(params)
+            self.client = await self._stack.enter_async_context(
+                Client(transport, read_timeout_seconds=self.timeout))
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self._stack is not None:
+            await self._stack.aclose()
+
+    async def call(self, tool: str, arguments: dict) -> ToolReply:
+        result = await self.client.call_tool(tool, arguments)
+        text = "".join(getattr(c, "text", "") for c in result.content or [])
+        content = result.structured_content
+        if content is None:
+            return ToolReply(tool, False, None, text,
+                             problem=f"{tool} answered without structured content: {text[:200]!r}")
+        return ToolReply(tool, not result.is_error, content, text)
+
+    async def tools(self) -> list[Any]:
+        return list((await self.client.list_tools()).tools)

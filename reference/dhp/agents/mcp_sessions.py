@@ -1,0 +1,177 @@
+"""Agent sessions of the MCP server: whose leases are whose, kept alive while the client is
+connected and made recoverable the moment it is gone (spec/mcp.md, DHP-MCP-006..008).
+
+An `AgentSession` is one MCP client session (the stdio connection, or one streamable-HTTP
+session). It opens its own store handle with a liveness lock of its own
+(dhp.store.liveness.session_lock), so every lease it takes names that lock as its owner. Each
+lease is a `TaskContext`, which heartbeats in the background while the session lives. When the
+session ends, it stops the heartbeats, drops the lock (a recoverer now sees the owner dead) and
+orphans its leases, so `recover` and even `claim_next` take them at once, not after a TTL. If
+the whole server process dies, the kernel drops the lock just the same.
+
+A lease is found only by the token the agent presents, (handoff_id, worker_id, fence), within
+its own session; a worker name alone is never looked up (DHP-MCP-005).
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from typing import Any
+
+from dhp import api
+from dhp.core import operations
+from dhp.core.errors import DHPError
+from dhp.store import liveness as _liveness
+
+TAKES = ("claim", "claim_next", "recover")
+
+
+def lease_of(ctx: api.TaskContext) -> dict:
+    return {"handoff_id": ctx.handoff_id, "worker_id": ctx.worker_id, "fence": ctx.fence}
+
+
+def _key(lease: dict) -> tuple[str, str, int]:
+    return lease["handoff_id"], lease["worker_id"], lease["fence"]
+
+
+class AgentSession:
+    """One client session's store handle, liveness lock and leases."""
+
+    def __init__(self, location: str, *, ttl: float | None = None, name: str = "stdio"):
+        self.name = name
+        self.store = api.Store(location, **({"ttl": ttl} if ttl else {}))
+        if self.store.liveness is not None:
+            self.store.liveness = _liveness.session_lock(self.store.liveness.folder)
+        self._leases: dict[tuple[str, str, int], api.TaskContext] = {}
+        self._mutex = threading.Lock()
+        self.last_used = time.monotonic()
+        self.ended = False
+
+    def touch(self) -> None:
+        self.last_used = time.monotonic()
+
+    def hold(self, ctx: api.TaskContext) -> dict:
+        """Keep a new lease (its TaskContext heartbeats it); returns its token."""
+        with self._mutex:
+            if self.ended:  # the session ended while the take ran: leave it for recovery
+                ctx.abandon()
+            else:
+                self._leases[_key(lease_of(ctx))] = ctx
+        return lease_of(ctx)
+
+    def holds(self, lease: Any) -> bool:
+        """Whether `lease` (not yet validated: any JSON) is a token this session holds."""
+        try:
+            key = _key(lease)
+            with self._mutex:
+                return key in self._leases
+        except (KeyError, TypeError):
+            return False
+
+    def held(self) -> list[dict]:
+        with self._mutex:
+            return [lease_of(c) for c in self._leases.values() if c.active]
+
+    def write(self, lease: dict, name: str, **kwargs: Any) -> Any:
+        """A fenced write with the presented lease token. A lease this session holds goes
+        through its TaskContext; any other token goes to the store's fenced write with this
+        session's liveness token, which is what a stale or foreign token looks like to the
+        store: it is refused with lease_lost and changes nothing."""
+        with self._mutex:
+            ctx = self._leases.get(_key(lease))
+        if ctx is None:
+            liveness = self.store.liveness
+            return operations.write(
+                self.store, lease["handoff_id"], name, lease["worker_id"], lease["fence"],
+                incarnation=liveness.token() if liveness is not None else None, **kwargs)
+        try:
+            if name == "checkpoint":
+                return ctx.checkpoint(kwargs["state"], kwargs.get("spend", 0))
+            if name == "complete":
+                return ctx.complete(kwargs["result"])
+            return getattr(ctx, name)()  # heartbeat, release
+        finally:
+            if not ctx.active:
+                with self._mutex:
+                    self._leases.pop(_key(lease), None)
+
+    def end(self) -> list[str]:
+        """The client is gone: stop heartbeating, drop the liveness lock, orphan what this
+        session still held. Returns the ids of the orphaned handoffs. Idempotent."""
+        with self._mutex:
+            if self.ended:
+                return []
+            self.ended = True
+            contexts = [c for c in self._leases.values() if c.active]
+            self._leases.clear()
+        for ctx in contexts:
+            ctx.abandon()
+        # Orphan first, then drop the lock: whoever sees this owner dead finds all of its
+        # handoffs orphaned already (the session knows it is gone; no probe is needed).
+        orphaned = []
+        for ctx in contexts:
+            try:
+                if operations.simple(self.store, ctx.handoff_id, "orphan", owner_dead=True):
+                    orphaned.append(ctx.handoff_id)
+            except DHPError:
+                pass  # completed, cancelled or taken over meanwhile: nothing to free
+        if self.store.liveness is not None:
+            self.store.liveness.close()
+        self.store.close()
+        return orphaned
+
+
+class SessionTable:
+    """The sessions of a server that serves many clients (streamable HTTP), by session key.
+    A session unused for `idle_timeout` seconds ends (`reap`), as does one whose client says
+    goodbye (`end`)."""
+
+    def __init__(self, location: str, *, ttl: float | None, idle_timeout: float):
+        self.location, self.ttl, self.idle_timeout = location, ttl, idle_timeout
+        self._sessions: dict[str, AgentSession] = {}
+        self._mutex = threading.Lock()
+
+    def for_call(self, session_id: str | None, tool: str, arguments: Any) -> AgentSession:
+        """The session a tool call belongs to: its MCP session's; without one (stateless
+        HTTP) the session that holds the presented lease, a new session of its own for each
+        take, and one shared session for everything else."""
+        if session_id:
+            return self.get(f"mcp:{session_id}")
+        lease = arguments.get("lease") if isinstance(arguments, dict) else None
+        with self._mutex:
+            owner = next((s for s in self._sessions.values() if s.holds(lease)), None)
+        if owner is not None:
+            return owner
+        return self.get(f"lease:{secrets.token_hex(8)}" if tool in TAKES else "stateless")
+
+    def done_with(self, session: AgentSession) -> None:
+        """After a call: a per-take session that holds nothing ends at once."""
+        if session.name.startswith("lease:") and not session.held():
+            self.end(session.name)
+
+    def get(self, key: str) -> AgentSession:
+        with self._mutex:
+            session = self._sessions.get(key)
+            if session is None or session.ended:
+                session = self._sessions[key] = AgentSession(self.location, ttl=self.ttl,
+                                                             name=key)
+            return session
+
+    def end(self, key: str) -> list[str]:
+        with self._mutex:
+            session = self._sessions.pop(key, None)
+        return session.end() if session is not None else []
+
+    def reap(self) -> list[str]:
+        cutoff = time.monotonic() - self.idle_timeout
+        with self._mutex:
+            idle = [k for k, s in self._sessions.items() if s.last_used < cutoff]
+        return [hid for key in idle for hid in self.end(key)]
+
+    def end_all(self) -> None:
+        with self._mutex:
+            keys = list(self._sessions)
+        for key in keys:
+            self.end(key)
