@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from dhp_conform import checkers, oracle
+from dhp_conform.requirements import level
 from mutants import MUTANTS, edits
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,13 +40,29 @@ def conform(tmp_path: Path, *args: str, pythonpath: Path | None = None,
     return proc.returncode, report, proc.stdout + proc.stderr
 
 
+# The file transport has no adapter operations yet: its MUSTs may be the only ones unjudged.
+FILE_TRANSPORT = {"DHP-TRN-026", "DHP-TRN-027", "DHP-TRN-028", "DHP-TRN-029"}
+
+
+def assert_reference_clean(code: int, report: dict, output: str) -> None:
+    """No finding; store and supervisor PASS with every MUST judged; the transport at most
+    INCOMPLETE for the file transport's MUSTs, which the verdict lists."""
+    verdicts = report["verdicts"]
+    assert oracle.schema_errors("report", report) == []
+    assert report["findings"] == [] and not any(v["failed"] for v in verdicts.values()), output
+    for cls in ("store", "supervisor"):
+        assert verdicts[cls]["verdict"] == "PASS", (cls, verdicts[cls]["unjudged"], output)
+    unjudged = {rid for rid in verdicts["transport"]["unjudged"] if level(rid) == "MUST"}
+    assert unjudged <= FILE_TRANSPORT, unjudged
+    assert verdicts["transport"]["verdict"] == ("INCOMPLETE" if unjudged else "PASS")
+    assert code == (3 if unjudged else 0), output
+
+
 @pytest.mark.covers("DHP-FEN-003", "DHP-FEN-004", "DHP-FEN-005", "DHP-CKP-009", "DHP-RES-003")
 def test_reference_passes_quick_run(tmp_path):
     code, report, output = conform(tmp_path, "--quick", "--junit", str(tmp_path / "j.xml"))
-    assert code == 0, output
-    assert oracle.schema_errors("report", report) == []
-    assert report["verdicts"]["store"]["verdict"] == "PASS"
-    assert report["verdicts"]["supervisor"]["verdict"] == "PASS"
+    assert_reference_clean(code, report, output)
+    assert any("identity vectors: 101 of 101 sent" in n for n in report["notes"]), report["notes"]
     assert any("fencing vectors: 84 of 84 sent" in n for n in report["notes"]), report["notes"]
     assert any("checkpoint-chain vectors: 35 of 35 sent" in n for n in report["notes"]), \
         report["notes"]
@@ -102,14 +120,22 @@ def test_there_are_enough_mutants():
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m["name"] for m in MUTANTS])
 @pytest.mark.covers("DHP-FEN-001", "DHP-FEN-002", "DHP-FEN-003", "DHP-FEN-005", "DHP-FEN-006",
                     "DHP-CKP-004", "DHP-CKP-010", "DHP-BUD-001", "DHP-BUD-002", "DHP-BUD-003",
-                    "DHP-BUD-006", "DHP-RES-002", "DHP-RES-003", "DHP-STM-002", "DHP-LSE-002")
+                    "DHP-BUD-006", "DHP-RES-002", "DHP-RES-003", "DHP-STM-002", "DHP-LSE-002",
+                    "DHP-SUP-002", "DHP-SUP-005", "DHP-SUP-006", "DHP-SUP-009")
 def test_mutant_is_caught(mutant_runs, mutant):
+    """Caught, and attributed: the first finding names the requirement the bug breaks, and
+    the requirements named as failed stay few (later failures are consequences)."""
     code, report, output, _ = mutant_runs[mutant["name"]]
     assert code == 1, f"{mutant['name']}: exit {code}, the kit did not fail it\n{output}"
+    first = report["findings"][0]["requirement"]
+    assert first == mutant["expected_requirement"], \
+        f"{mutant['name']}: the first finding names {first}, expected " \
+        f"{mutant['expected_requirement']}\n{output}"
     failed = {r for v in report["verdicts"].values() for r in v["failed_requirements"]}
-    assert mutant["expected_requirement"] in failed, \
-        f"{mutant['name']}: expected {mutant['expected_requirement']} among {sorted(failed)}" \
-        f"\n{output}"
+    assert len(failed) <= MAX_NAMED, f"{mutant['name']}: {sorted(failed)} named as failed"
+
+
+MAX_NAMED = 3  # requirements a single planted bug may be reported as failing
 
 
 def _event(i, t, kind, op, process="p", **kw):
@@ -189,19 +215,8 @@ child = subprocess.Popen([sys.executable, "-m", "dhp.adapter"], stdin=sys.stdin)
 sys.exit(child.wait())
 """
 
-# Forwards to the reference adapter but claims neither the manual clock nor liveness.
-MODEST = """
-import json, subprocess, sys
-child = subprocess.Popen([sys.executable, "-m", "dhp.adapter"], stdin=sys.stdin,
-                         stdout=subprocess.PIPE, text=True)
-for line in child.stdout:
-    msg = json.loads(line)
-    data = msg.get("data")
-    if isinstance(data, dict) and "features" in data:
-        data["features"] = [f for f in data["features"] if f not in ("manual-clock", "liveness")]
-    sys.stdout.write(json.dumps(msg) + "\\n")
-    sys.stdout.flush()
-"""
+# The reference adapter claiming less (tests/helpers/claims_less.py).
+CLAIMS_LESS = f"{sys.executable} {REPO / 'tests' / 'helpers' / 'claims_less.py'}"
 
 
 def _script(tmp_path: Path, name: str, text: str) -> str:
@@ -222,7 +237,7 @@ def test_a_non_json_stdout_line_is_an_adapter_error_with_a_diagnostic(tmp_path):
 @pytest.mark.covers("DHP-ADP-003", "DHP-ADP-013")
 def test_unclaimed_features_are_skipped_with_a_reason(tmp_path):
     code, report, output = conform(tmp_path, "--quick", "--suite", "vectors",
-                                   impl=_script(tmp_path, "modest", MODEST))
+                                   impl=f"{CLAIMS_LESS} manual-clock liveness")
     assert code == 0, output
     skipped = [r for r in report["results"] if r["status"] == "SKIP"]
     assert {r["check"] for r in skipped} == {"vectors:lifecycle-traces", "vectors:fencing-table"}
@@ -257,6 +272,8 @@ def test_dhp_chaos_runs_for_the_given_time(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "PASS history:checkpoint-durable" in proc.stdout
+    assert re.search(r"faults: \d+ SIGKILLs \(\d+ of supervisors\), \d+ pauses across the "
+                     r"lease \(\d+ of supervisors\)", proc.stdout), proc.stdout
     assert "verdict: PASS" in proc.stdout
     assert 3 <= time.monotonic() - started < 60
     # Issue 12: the seed first, then the elapsed time against --seconds as plain lines.

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from test_conform import assert_reference_clean
 
 SEEDS = range(1, 21)
 ADAPTER = f"{sys.executable} -m dhp.adapter"
@@ -29,8 +30,7 @@ def test_reference_has_zero_findings(tmp_path, seed):
                            "--seed", str(seed), "--report", str(out),
                            "--history", str(tmp_path / "run")],
                           capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(out.read_text())
     findings = [r for r in report["results"] if r["status"] in ("FAIL", "WARN")]
     assert findings == [], proc.stdout
-    assert all(v["verdict"] == "PASS" for v in report["verdicts"].values()), report["verdicts"]
+    assert_reference_clean(proc.returncode, report, proc.stdout + proc.stderr)

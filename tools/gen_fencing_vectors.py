@@ -419,8 +419,11 @@ def lifecycle_cases() -> list[tuple]:
              s(4, "claim", ok(state="claimed", fence=2), worker="w2"),
              s(5, "complete", ok(state="completed"), worker="w2", fence=2, result=GOOD),
          ]),
+        # The status at 32 is at the exact expiry instant (the checkpoint at 2 renewed the
+        # lease to 32): the instant rule (DHP-LSE-002) is judged first.
         ("an expired lease reads as orphaned and recover resumes from the last checkpoint",
-         ["DHP-LSE-003", "DHP-STM-007", "DHP-CKP-010", "DHP-STM-008"], intent("expiry"), [
+         ["DHP-LSE-002", "DHP-LSE-003", "DHP-STM-007", "DHP-CKP-010", "DHP-STM-008"],
+         intent("expiry"), [
              s(0, "dispatch", ok()),
              s(1, "claim", ok(fence=1), worker="w1"),
              s(2, "checkpoint", ok(), worker="w1", fence=1, state={"page": 7}),
@@ -444,7 +447,7 @@ def lifecycle_cases() -> list[tuple]:
              s(42, "status", ok(state="claimed", owner="w2", fence=2)),
          ]),
         ("claim takes over an expired lease like a worker pool picking up orphaned work",
-         ["DHP-LSE-003", "DHP-FEN-001", "DHP-STM-007"], intent("takeover"), [
+         ["DHP-LSE-002", "DHP-LSE-003", "DHP-FEN-001", "DHP-STM-007"], intent("takeover"), [
              s(0, "dispatch", ok()),
              s(1, "claim", ok(fence=1), worker="w1"),
              s(31, "claim", ok(state="claimed", fence=2), worker="w2"),

@@ -1,8 +1,9 @@
-"""`dhp-chaos`: a randomized SIGKILL workload against an implementation for a given time, then
+"""`dhp-chaos`: a randomized fault workload against an implementation for a given time, then
 the invariant summary.
 
-Worker processes run handoffs to completion, checkpointing every step; the kit SIGKILLs a
-random worker (or supervisor) every 50-250 ms, restarts it on the same data, and at the end
+Worker processes run handoffs to completion, checkpointing every step; every 50-250 ms the kit
+SIGKILLs a random worker (or supervisor) and restarts it on the same data, or pauses one
+(SIGSTOP, then SIGCONT after 1.2-2 leases, so it wakes up as a zombie); at the end it
 proves the history invariants (one owner per fence, no stale write accepted, no acknowledged
 checkpoint lost, rework at most one checkpoint, exactly one completion, valid and durable
 results, intact exported logs). Reproducible from --seed.
@@ -13,13 +14,13 @@ Exit status: 0 every invariant held, 1 a violation, 2 adapter or harness error.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
-from . import __version__, checkers
+from . import __version__, checkers, rundir
 from .harness import Harness
 from .manifest import ManifestError, add_arguments, resolve
 from .process import AdapterError
@@ -48,7 +49,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=6, help="worker processes (default 6)")
     p.add_argument("--handoffs", type=int, default=8,
                    help="handoffs dispatched per batch (default 8)")
-    p.add_argument("--history", type=Path, help="keep the run folder here")
+    p.add_argument("--pauses", type=float, default=chaos.PAUSE_SHARE, metavar="SHARE",
+                   help="share of the faults that are pauses (SIGSTOP, SIGCONT after more than "
+                        f"a lease) rather than SIGKILLs (default {chaos.PAUSE_SHARE:g}; 0: kills "
+                        "only)")
+    p.add_argument("--history", type=Path,
+                   help="keep the run folder here; a folder of an earlier run is cleared first")
+    p.add_argument("--json", type=Path, help="also write the outcome here as JSON: seed, "
+                   "verdict, fault and request counts, failures and adapter errors")
     return p
 
 
@@ -62,9 +70,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.seconds <= 0 or args.workers < 1 or args.handoffs < 1:
         print("dhp-chaos: --seconds, --workers and --handoffs must be positive", file=sys.stderr)
         return 2
+    if not 0 <= args.pauses <= 1:
+        print("dhp-chaos: --pauses is a share between 0 and 1", file=sys.stderr)
+        return 2
     seed = args.seed if args.seed is not None else random.randrange(2**31)
-    workdir = args.history or Path(tempfile.mkdtemp(prefix="dhp-chaos-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        workdir, keep = rundir.prepare(args.history, "dhp-chaos-")
+    except rundir.RunDirError as exc:
+        print(f"dhp-chaos: {exc}", file=sys.stderr)
+        return 2
     harness = Harness(impl, workdir, timeout=args.timeout)
     state = Run(harness, seed, quick=False)
     check = Check("chaos", "dhp-chaos", ["DHP-CKP-009", "DHP-LSE-003", "DHP-LOG-007"],
@@ -80,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         with progress.ticking(args.seconds,
                               lambda: f"{len(harness.history.events)} events recorded"):
             stats = chaos.workload(ctx, workers=args.workers, handoffs=args.handoffs,
-                                   faults=None, seconds=args.seconds)
+                                   faults=None, seconds=args.seconds, pause_share=args.pauses)
     except CheckAborted as exc:
         harness.adapter_errors.append(f"the workload could not go on: {exc.args[0]}")
     except AdapterError as exc:
@@ -90,11 +104,16 @@ def main(argv: list[str] | None = None) -> int:
             sc.close()
     print(summary(ctx, stats, seed, harness))
     harness.history.save(workdir)
-    failed = any(r["status"] == "FAIL" for r in state.results)
-    code = 2 if harness.adapter_errors else (1 if failed else 0)
+    failures = [r for r in state.results if r["status"] == "FAIL"]
+    code = 2 if harness.adapter_errors else (1 if failures else 0)
+    if args.json:
+        args.json.write_text(json.dumps({
+            "seed": seed, "verdict": {0: "PASS", 1: "FAIL", 2: "NOT JUDGED"}[code],
+            **stats, "failures": failures, "adapter_errors": harness.adapter_errors},
+            default=repr) + "\n", encoding="utf-8")
     if code:
         print(f"rerun with --seed {seed}; history and process logs kept in {workdir}")
-    elif args.history is None:
+    elif not keep:
         shutil.rmtree(workdir, ignore_errors=True)
     return code
 
@@ -111,8 +130,10 @@ def summary(ctx: Ctx, stats: dict, seed: int, harness: Harness) -> str:
                                       "reason": f.explanation, "evidence": f.evidence()})
     lines = [f"dhp-chaos: {harness.impl.describe()}, seed {seed}"]
     if stats:
-        lines.append(f"  {stats['kills']} SIGKILLs ({stats['supervisor_kills']} of supervisors), "
-                     f"{stats['requests']} requests, {stats['handoffs']} handoffs "
+        lines.append(f"  faults: {stats['kills']} SIGKILLs ({stats['supervisor_kills']} of "
+                     f"supervisors), {stats['pauses']} pauses across the lease "
+                     f"({stats['supervisor_pauses']} of supervisors)")
+        lines.append(f"  {stats['requests']} requests, {stats['handoffs']} handoffs "
                      f"({stats['completed']} completed), {stats['acked_checkpoints']} "
                      "acknowledged checkpoints")
     lines.append("invariants:")

@@ -49,7 +49,12 @@ class Op:
 
     @property
     def outcome(self) -> str:
-        return self.done["type"] if self.done else "info"
+        """ok, fail or info; an indefinite error (DHP-ERR-003) is an unknown outcome too."""
+        if self.done is None:
+            return "info"
+        if self.done["type"] == "fail" and (self.done.get("error") or {}).get("definite") is False:
+            return "info"
+        return self.done["type"]
 
     @property
     def ok(self) -> bool:
@@ -137,6 +142,14 @@ class _Context:
     def handoffs(self) -> list[str]:
         return list(self.by_handoff)
 
+    def blind_takes(self, h: str) -> list[Op]:
+        """`claim_next` requests whose outcome is unknown: the handoff they may have taken is
+        not named, so each may have bumped the fence of any handoff of its task kinds."""
+        dispatch = self.dispatch.get(h)
+        kind = dispatch.args.get("task_kind") if dispatch else None
+        return [op for op in self.ops if op.name == "claim_next" and op.outcome == "info"
+                and (kind is None or kind in (op.args.get("task_kinds") or [kind]))]
+
     def of(self, h: str, *names: str) -> list[Op]:
         return [op for op in self.by_handoff.get(h, []) if op.name in names]
 
@@ -158,7 +171,7 @@ def _fences(ctx: _Context, h: str) -> list[Finding]:
     """DHP-FEN-001/002/005: every acked take has a fresh fence, exactly one above the last."""
     out = []
     takes = _acked_takes(ctx, h)
-    unknown = [op for op in ctx.of(h, *TAKES) if op.outcome == "info"]
+    unknown = [op for op in ctx.of(h, *TAKES) if op.outcome == "info"] + ctx.blind_takes(h)
     for a, b in zip(takes, takes[1:], strict=False):
         if b.fence == a.fence:
             out.append(Finding("history:one-owner-per-fence", ["DHP-FEN-005", "DHP-FEN-002"],
@@ -175,8 +188,9 @@ def _fences(ctx: _Context, h: str) -> list[Finding]:
             if b.fence - a.fence > 1 + between:
                 out.append(Finding("history:fence-step", ["DHP-FEN-001"], a.events + b.events,
                                    f"The fence of {h} jumped from {a.fence} to {b.fence} between "
-                                   "two consecutive takes with no other take in flight: every "
-                                   "claim or recover increments it by exactly 1."))
+                                   f"two consecutive takes with {between} take(s) of unknown "
+                                   "outcome in flight: every claim or recover increments it by "
+                                   "exactly 1."))
     if takes and not unknown and takes[0].fence is not None and takes[0].fence < 1:
         out.append(Finding("history:fence-step", ["DHP-FEN-001"], takes[0].events,
                            f"The first take of {h} was granted fence {takes[0].fence}; fences "

@@ -2,6 +2,9 @@
 
 Progress (suite, checks done of all, elapsed) goes to stderr: a bar on a terminal, plain
 lines otherwise; the seed comes first, so a run that is cut short can still be repeated.
+
+Exit status: 0 every claimed class PASS, 1 a class FAIL (not conformant), 2 adapter or
+harness error (not judged), 3 a class INCOMPLETE (a MUST of it judged by no check).
 """
 
 from __future__ import annotations
@@ -11,10 +14,9 @@ import json
 import random
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
-from . import __version__, coverage, report, runner
+from . import __version__, coverage, report, rundir, runner
 from .harness import Harness
 from .manifest import Impl, ManifestError, add_arguments, resolve
 from .mcp_client import sdk_missing
@@ -61,7 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--report", type=Path, help="write the JSON report here")
     p.add_argument("--junit", type=Path, help="write JUnit XML here")
     p.add_argument("--history", type=Path,
-                   help="keep the run folder (history, stderr of every process, data) here")
+                   help="keep the run folder (history, stderr of every process, data) here; "
+                        "a folder of an earlier run is cleared first")
     return p
 
 
@@ -80,9 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     except ManifestError as exc:
         print(f"dhp-conform: {exc}", file=sys.stderr)
         return 2
-    keep = args.history is not None
-    workdir = args.history or Path(tempfile.mkdtemp(prefix="dhp-conform-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        workdir, keep = rundir.prepare(args.history, "dhp-conform-")
+    except rundir.RunDirError as exc:
+        print(f"dhp-conform: {exc}", file=sys.stderr)
+        return 2
     timeout = args.timeout
     if args.profile == "mcp":
         missing = sdk_missing()
@@ -118,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         print("--strict: a SHOULD-level requirement is not met (WARN)")
         outcome.exit_code = 1
     if outcome.exit_code:
-        print(f"not conformant or not judged: rerun with --seed {outcome.report['seed']}; "
+        what = {1: "not conformant", 2: "not judged", 3: "incomplete"}[outcome.exit_code]
+        print(f"{what}: rerun with --seed {outcome.report['seed']}; "
               f"history and process logs kept in {workdir}")
     elif not keep:
         shutil.rmtree(workdir, ignore_errors=True)

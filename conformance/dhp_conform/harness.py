@@ -123,7 +123,7 @@ class Proc:
         try:
             response = pending.wait(timeout or scenario.harness.timeout)
         except (ProcessDied, Timeout) as exc:
-            if not isinstance(exc, ProcessDied) and not scenario.expect_silence(self):
+            if not isinstance(exc, ProcessDied) and not scenario.expect_silence(self, invoke):
                 scenario.harness.adapter_errors.append(str(exc))
             event = history.add("info", why=str(exc), **common)
             return Reply(invoke["op"], False, unknown=str(exc),
@@ -188,8 +188,16 @@ class Scenario:
         self.fault("start", proc, f"restart {proc.name} on the same data")
         proc.start()
 
-    def expect_silence(self, proc: Proc) -> bool:
-        return proc.name in self.stopped
+    def expect_silence(self, proc: Proc, since: dict | None = None) -> bool:
+        """Whether the kit itself kept `proc` from answering: it is paused now, or was paused
+        at some time after the request `since` was sent (the pause ate into its time)."""
+        if proc.name in self.stopped:
+            return True
+        if since is None:
+            return False
+        later = self.harness.history.events[since["index"]:]
+        return any(e["type"] == "stop" and e.get("process") == proc.name
+                   and e.get("scenario") == self.name for e in later)
 
     def events(self) -> list[dict]:
         return self.harness.history.of(self.name)

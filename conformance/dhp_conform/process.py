@@ -80,6 +80,7 @@ class AdapterProcess:
         with self._lock:  # one step, so a reader of the old incarnation sees it replaced
             self.broken = None
             self.stdout_lines = self.requests = 0
+            self.tail = []  # diagnostics quote this incarnation only
             self.proc = proc
         threading.Thread(target=self._read, args=(self.proc,), daemon=True,
                          name=f"read-{self.name}").start()
@@ -130,9 +131,10 @@ class AdapterProcess:
                 pending.settle(failure=self.broken)
                 return pending
             if not self.alive():
-                pending.settle(failure=ProcessDied(self._death_note()))
+                pending.settle(failure=ProcessDied(self._death_note(self.proc)))
                 return pending
             self.pending[rid] = pending
+            proc = self.proc  # the incarnation this request goes to, even if replaced meanwhile
         message = {"id": rid, "op": op, "args": args}
         try:
             if raw_args is not None:
@@ -143,15 +145,17 @@ class AdapterProcess:
         except UnicodeEncodeError:  # a lone surrogate: only the escaped form is UTF-8
             line = (json.dumps(message) + "\n").encode("utf-8")
         try:
-            self.proc.stdin.write(line)
-            self.proc.stdin.flush()
+            proc.stdin.write(line)
+            proc.stdin.flush()
             self.requests += 1
         except (OSError, ValueError):  # the pipe closed: the process died or was killed
-            self._fail_all(ProcessDied(self._death_note()))
+            with self._lock:
+                self.pending.pop(rid, None)
+            pending.settle(failure=ProcessDied(self._death_note(proc)))
         return pending
 
-    def _death_note(self) -> str:
-        code = self.proc.poll() if self.proc else None
+    def _death_note(self, proc: subprocess.Popen | None) -> str:
+        code = proc.poll() if proc else None
         tail = "; last stdout lines: " + " | ".join(self.tail[-3:]) if self.tail else ""
         try:
             err = self.stderr_path.read_text(errors="replace").strip().splitlines()[-3:]
@@ -161,8 +165,13 @@ class AdapterProcess:
         return (f"{self.name} is not running (exit status {code}){err_text}{tail} "
                 f"(full stderr: {self.stderr_path})")
 
-    def _fail_all(self, failure: AdapterError) -> None:
+    def _fail_all(self, failure: AdapterError, of: subprocess.Popen | None = None) -> None:
+        """Settle every request in flight with `failure`; with `of`, only while that process
+        is still the live incarnation (checked under the lock: a restart may have replaced it
+        since the failure was seen, and the new incarnation's requests are not its own)."""
         with self._lock:
+            if of is not None and not self._current(of):
+                return
             waiting, self.pending = list(self.pending.values()), {}
         for p in waiting:
             p.settle(failure=failure)
@@ -196,8 +205,7 @@ class AdapterProcess:
                 continue
             pending.settle(response=message)
         proc.wait()
-        if proc is self.proc:
-            self._fail_all(ProcessDied(self._death_note()))
+        self._fail_all(ProcessDied(self._death_note(proc)), of=proc)
 
     def _current(self, proc: subprocess.Popen) -> bool:
         """Whether `proc` is the live incarnation (call with the lock held)."""

@@ -11,7 +11,28 @@ import dhp_data
 
 SHOULD = {"DHP-LSE-005", "DHP-LSE-007", "DHP-FEN-007", "DHP-CJ-009", "DHP-SEC-002"}
 MAY = {"DHP-ENV-005"}
-SUPERVISOR = {"DHP-LSE-007"}
+# The conformance class whose verdict a requirement counts toward (spec/index.md, classes):
+# the supervisor's own rules, the transport's, and everything else the store's.
+SUPERVISOR = {"DHP-LSE-007", "DHP-ADP-015"}
+CLASS_OF_AREA = {"SUP": "supervisor", "TRN": "transport",
+                 **dict.fromkeys(("GEN", "CJ", "ID", "ENV", "STM", "LSE", "FEN", "CKP", "BUD",
+                                  "RES", "LOG", "ERR", "SEC", "ADP"), "store")}
+
+# Requirements no run of the kit can judge, whatever the implementation: they are listed in
+# every verdict with the reason, and are the implementation's own tests' to prove.
+BEYOND_A_RUN = {
+    "DHP-GEN-001": "it says how the specification is to be read, not what an implementation does",
+    "DHP-CJ-007": "the values it refuses (tuples, sets, byte strings, dates) exist in a "
+                  "programming language, not in the JSON lines the kit sends",
+    "DHP-LSE-001": "the adapter protocol carries no worker-reported time to the store, so "
+                   "the kit cannot offer one to be ignored",
+    "DHP-LSE-006": "it needs a step of the host's wall clock, which the kit may not make",
+    "DHP-LSE-008": "it needs a reboot of the host",
+    "DHP-LSE-012": "it is about the clock source on every runtime and host (readings across "
+                   "processes to a few milliseconds, wall-clock steps, drift), which a run on "
+                   "one host through the adapter cannot vary",
+    "DHP-LSE-013": "it is about a deployment in which two implementations share one store",
+}
 
 
 @cache
@@ -24,20 +45,34 @@ def _index() -> dict[str, dict]:
     return {r["id"]: r for r in items if isinstance(r, dict) and "id" in r}
 
 
+def all_ids() -> list[str]:
+    return sorted(_index())
+
+
 def level(rid: str) -> str:
-    known = _index().get(rid, {}).get("level")
+    """MUST, SHOULD or MAY (MUST NOT counts as MUST, SHOULD NOT as SHOULD)."""
+    known = str(_index().get(rid, {}).get("level", "")).split(" ")[0]
     if known in ("MUST", "SHOULD", "MAY"):
         return known
     return "SHOULD" if rid in SHOULD else "MAY" if rid in MAY else "MUST"
 
 
 def conformance_class(rid: str) -> str:
+    """The class a result of `rid` counts toward (store unless it is another's)."""
+    return member_of(rid) or "store"
+
+
+def member_of(rid: str) -> str | None:
+    """The class that must judge `rid`, or None for a requirement of no class the kit
+    judges (a binding to another protocol, say)."""
     known = _index().get(rid, {}).get("class")
     if isinstance(known, str):
         return known
     if rid.startswith("DHP-MCP-"):
         return "mcp-server"
-    return "supervisor" if rid in SUPERVISOR else "store"
+    if rid in SUPERVISOR:
+        return "supervisor"
+    return CLASS_OF_AREA.get(rid.split("-")[1] if rid.count("-") == 2 else "")
 
 
 def selected(rid: str, patterns: list[str] | None) -> bool:

@@ -86,6 +86,7 @@ def run(impl: str | Impl, workdir: Path, *, seed: int | None = None, quick: bool
                                       **({"class": check.cls} if check.cls else {})})
             continue
         chosen.append(check)
+        state.order[check.id] = len(state.order)
     # Checks that judge no real time run side by side; the rest run alone afterwards, so
     # that no other check's load shifts their lease timings.
     calm = [c for c in chosen
@@ -106,16 +107,21 @@ def run(impl: str | Impl, workdir: Path, *, seed: int | None = None, quick: bool
         if check not in calm:
             one(check)
     _history_results(state)
-    results = report.finalize([r for r in state.results if selected(r["requirement"], only)])
+    results, findings = report.finalize([r for r in state.results
+                                         if selected(r["requirement"], only)])
+    scope = None  # a run narrowed to some suites answers for what their checks are built for
+    if suites:
+        scope = {rid for c in chosen for rid in c.requirements}
+        scope |= {rid for rids in HISTORY_CHECKS.values() for rid in rids}
     rep = report.build(results, harness.hello, seed, started,
-                       incomplete=bool(harness.adapter_errors), notes=harness.notes)
+                       incomplete=bool(harness.adapter_errors), notes=harness.notes, only=only,
+                       findings=findings, scope=scope)
     problems = oracle.schema_errors("report", rep)
     if problems:
         harness.adapter_errors.append(f"kit bug: the report is not valid against "
                                       f"schemas/report.json: {problems[:3]}")
     harness.adapter_errors[:] = list(dict.fromkeys(harness.adapter_errors))
-    failed = any(r["status"] == "FAIL" for r in results)
-    code = 2 if harness.adapter_errors else (1 if failed else 0)
+    code = 2 if harness.adapter_errors else report.exit_code(rep)
     return Outcome(rep, code, harness.adapter_errors, harness.history.save(workdir))
 
 
@@ -147,12 +153,19 @@ def _history_results(state: Run) -> None:
     for sc in state.scenarios:
         if sc.facts.get("ingested"):  # chains that came over the transport, not by requests
             continue
+        check = sc.facts.get("check", sc.name)
         for f in checkers.check_scenario(sc.events(), sc.ttl, timed=sc.clock == "system"):
-            for rid in f.requirements:
+            # A history checker's first violation is its finding, of the first requirement it
+            # names; the others it names, and its later violations (the same bug seen again in
+            # other scenarios), follow from it. They never make a check's own judgements
+            # consequences: those are the check's.
+            at = max(e["index"] for e in f.events) + 1
+            for rank, rid in enumerate(f.requirements, 1):
                 failed.add((rid, f.check))
                 state.results.append({"requirement": rid, "check": f.check, "status": "FAIL",
                                       "reason": f"{f.explanation} (scenario {sc.name})",
-                                      "evidence": f.evidence()})
+                                      "evidence": f.evidence(), "_at": at, "_rank": rank,
+                                      "_origin": f.check, "_order": state.order.get(check, 0)})
     for check, rids in HISTORY_CHECKS.items():
         for rid in rids:
             if (rid, check) not in failed:

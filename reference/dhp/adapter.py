@@ -234,7 +234,7 @@ class Adapter:
         errors = [a["reason"] for a in actions if a["action"] == "error"]
         if errors:
             raise Unavailable(f"supervisor pass failed: {errors[0]}")
-        return {"leader": self.supervisor.is_leader,
+        return {"leader": self.supervisor.is_leader, "leader_fence": self.supervisor.fence,
                 "orphaned": [a["handoff_id"] for a in actions if a["action"] == "orphan"],
                 "dead_lettered": [a["handoff_id"] for a in actions
                                   if a["action"] == "dead_letter"]}

@@ -335,8 +335,10 @@ class Adapter:
 
 
 def config(ttl: float) -> DHPConfig:
-    """The original's lease is interval x missed beats; pick them so that it equals ttl."""
-    return DHPConfig(lease_interval_s=ttl / MISSED, lease_max_missed=MISSED)
+    """The original's lease is interval x missed beats; pick them so that it equals ttl. Its
+    supervisors' leadership lease is ttl too (DHP-ADP-015), scanned well within it."""
+    return DHPConfig(lease_interval_s=ttl / MISSED, lease_max_missed=MISSED,
+                     leader_ttl_s=ttl, supervisor_scan_s=ttl / 3)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,7 +30,8 @@ class Check:
 
 
 class CheckAborted(Exception):
-    """The check cannot go on (a step it depends on failed); the reason says which."""
+    """The check cannot go on (a step it depends on failed); the reason says which. The
+    requirements it had not judged yet are reported as not run, never as failed."""
 
 
 @dataclass
@@ -39,6 +41,13 @@ class Run:
     quick: bool
     results: list[dict] = field(default_factory=list)
     scenarios: list[Scenario] = field(default_factory=list)
+    order: dict[str, int] = field(default_factory=dict)  # check id -> its place in the run
+    fresh_starts: dict[str, list[int]] = field(default_factory=dict)  # see back_on_track
+
+    def origin(self, check: str, at: int) -> str:
+        """The stretch of a check a failure found at history length `at` belongs to: its
+        failures after the first are consequences, within one stretch."""
+        return f"{check}#{sum(1 for start in self.fresh_starts.get(check, []) if start <= at)}"
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -51,6 +60,13 @@ class Ctx:
         self.run, self.check = run, check
         self.rng = random.Random(f"{run.seed}:{check.id}")
         self.scenarios: list[Scenario] = []
+        self.judged: set[str] = set()  # requirements this check has recorded an outcome for
+
+    def back_on_track(self) -> None:
+        """The check reached, by another way, the state its first way failed to reach: what
+        it finds from here on is judged afresh, not as a consequence of that failure."""
+        self.run.fresh_starts.setdefault(self.check.id, []).append(
+            len(self.run.harness.history.events))
 
     @property
     def quick(self) -> bool:
@@ -66,16 +82,29 @@ class Ctx:
     def record(self, requirement: str, passed: bool, reason: str = "",
                evidence: Any = None, warn: bool = False, label: str | None = None) -> bool:
         """One outcome; `label` names what ran when it is finer than the check (a vector)."""
-        result = {"requirement": requirement, "check": label or self.check.id,
-                  "status": "PASS" if passed else ("WARN" if warn else "FAIL")}
+        self._add({"requirement": requirement, "check": label or self.check.id,
+                   "status": "PASS" if passed else ("WARN" if warn else "FAIL"),
+                   **({} if passed else {"reason": reason or "failed"}),
+                   **({} if evidence is None else {"evidence": evidence})})
+        return passed
+
+    def _add(self, result: dict) -> None:
+        """Append a result with where it was found: the check it belongs to and how far the
+        history had got (report.finalize orders a check's failures by it)."""
         if self.check.cls:
             result["class"] = self.check.cls
-        if not passed:
-            result["reason"] = reason or "failed"
-        if evidence is not None:
-            result["evidence"] = evidence
+        result["_at"] = len(self.run.harness.history.events)
+        result["_origin"] = self.run.origin(self.check.id, result["_at"])
+        result["_built"] = result["requirement"] in self.check.requirements
+        result["_order"] = self.run.order.get(self.check.id, 0)
+        self.judged.add(result["requirement"])
         self.run.results.append(result)
-        return passed
+
+    def not_run(self, requirement: str, reason: str, evidence: Any = None) -> None:
+        """The check could not judge this requirement: neither a pass nor a failure."""
+        self._add({"requirement": requirement, "check": self.check.id, "status": "NOT_RUN",
+                   "reason": f"could not run: {reason}",
+                   **({} if evidence is None else {"evidence": evidence})})
 
     def expect(self, requirement: str, condition: bool, reason: str, *replies: Reply) -> bool:
         return self.record(requirement, bool(condition), reason,
@@ -90,7 +119,7 @@ class Ctx:
         if reply.ok:
             return reply.data
         problem = reply.unknown or f"{reply.code}: {(reply.error or {}).get('message')}"
-        raise CheckAborted(f"{what} failed ({problem}); the check could not go on",
+        raise CheckAborted(f"{what} failed ({problem}), a step the check depends on",
                            self.evidence(reply))
 
     def expect_code(self, requirement: str, reply: Reply, code: str, what: str) -> bool:
@@ -100,11 +129,8 @@ class Ctx:
 
     def skip(self, requirement: str, reason: str) -> None:
         """Not applicable: an optional feature this implementation does not claim."""
-        result = {"requirement": requirement, "check": self.check.id, "status": "SKIP",
-                  "reason": reason}
-        if self.check.cls:
-            result["class"] = self.check.cls
-        self.run.results.append(result)
+        self._add({"requirement": requirement, "check": self.check.id, "status": "SKIP",
+                   "reason": reason})
 
     @property
     def features(self) -> set[str]:
@@ -122,15 +148,19 @@ def run_check(run: Run, check: Check) -> None:
     except CheckAborted as exc:
         reason, evidence = exc.args[0], exc.args[1] if len(exc.args) > 1 else None
         for rid in check.requirements:
-            ctx.record(rid, False, reason, evidence)
+            if rid not in ctx.judged:
+                ctx.not_run(rid, reason, evidence)
     except AdapterError as exc:  # the adapter broke the protocol: not judged, said so
         run.harness.adapter_errors.append(f"{check.id}: {exc}")
     except Exception as exc:  # noqa: BLE001 - an answer the check did not foresee
-        # Implementations answer in shapes no check foresaw; that is a failure of the
-        # implementation to be reported with its evidence, never a crash of the whole run.
+        # Implementations answer in shapes no check foresaw: a failure of the requirement the
+        # check was built for, with its evidence, never a crash of the whole run; the others
+        # it would have judged are not run.
         reason = f"check {check.id} could not judge the answers it got: {exc!r}"
-        for rid in check.requirements:
-            ctx.record(rid, False, reason, traceback.format_exc(limit=3))
+        ctx.record(check.requirements[0], False, reason, traceback.format_exc(limit=3))
+        for rid in check.requirements[1:]:
+            if rid not in ctx.judged:
+                ctx.not_run(rid, reason)
     finally:
         for sc in ctx.scenarios:
             sc.close()
@@ -163,3 +193,45 @@ def write(proc: Any, op: str, hid: str, fence: int, worker: str | None = None,
 def state_mark(ctx: Ctx, label: str) -> dict:
     """A unique checkpoint state, so the checker can tell every write apart."""
     return {"step": label, "mark": ctx.rng.getrandbits(48)}
+
+
+TAKEOVER_PASSES = 40  # supervisor passes (0.25 s apart) the kit waits for an orphan
+
+
+def take_over(ctx: Ctx, proc: Any, hid: str, op: str, what: str,
+              requirement: str = "DHP-LSE-003", supervisor: Any = None) -> dict:
+    """`op` (claim or recover) on a handoff whose lease has expired: it must be granted
+    (`requirement`). When the implementation refuses it, that is judged, and the kit takes
+    the handoff over another way the implementation declares (its supervisor orphans the
+    expired lease, then claim or recover), so that the safety checks after the takeover still
+    run; they are judged afresh, not as consequences of the refusal. `supervisor` is the
+    process whose passes to use (default: one the kit adds to the scenario)."""
+    reply = take(ctx, proc, hid, op)
+    if ctx.expect(requirement, reply.ok, f"{what}: refused ({reply.code or reply.unknown}), "
+                  "though the lease has expired, so the handoff is orphaned for every "
+                  "decision", reply):
+        return reply.data
+    if "supervise" not in ctx.features or reply.unknown:
+        raise CheckAborted(f"{what} was refused and the implementation declares no other way "
+                           "to take an expired lease over (no feature supervise)",
+                           ctx.evidence(reply))
+    sc = proc.scenario
+    sup = supervisor or sc.procs.get("kit-supervisor") or sc.spawn("kit-supervisor")
+    for _ in range(TAKEOVER_PASSES):
+        data = sup.call("supervise", {}).data
+        if isinstance(data, dict) and hid in (data.get("orphaned") or []):
+            break
+        time.sleep(0.25)
+    tried = []
+    for way in dict.fromkeys((op, "recover", "claim")):
+        again = take(ctx, proc, hid, way)
+        tried.append(f"{way}: {again.code or again.unknown}" if not again.ok else way)
+        if again.ok:
+            sc.harness.notes.append(f"{ctx.check.id}: {what} was refused; the kit took the "
+                                    f"handoff over with {way} after a pass of the "
+                                    "implementation's supervisor, and went on")
+            ctx.back_on_track()
+            return again.data
+    raise CheckAborted(f"{what} was refused, and after passes of the implementation's "
+                       f"supervisor the takeover still failed ({'; '.join(tried)})",
+                       ctx.evidence(reply))

@@ -1,9 +1,12 @@
 """Chaos: worker processes run handoffs to completion, checkpointing every step, while the kit
-SIGKILLs random workers (mid-request too) and restarts them on the same data; when the
-implementation has the feature supervise, two supervisor processes make passes meanwhile and
-are killed too (about one kill in five picks among them). Afterwards every
-handoff is completed exactly once and its exported log holds every acknowledged checkpoint.
-The history checkers judge fencing, durability and rework over the whole run."""
+SIGKILLs random workers (mid-request too) and restarts them on the same data, and pauses others
+(SIGSTOP, then SIGCONT after more than a lease, so their leases expire while they are frozen and
+they wake up as zombies); when the implementation has the feature supervise, two supervisor
+processes make passes meanwhile and are faulted too (about one fault in five picks among them).
+Afterwards every handoff is completed exactly once and its exported log holds every
+acknowledged checkpoint. The history checkers judge fencing, durability and rework over the
+whole run.
+"""
 
 from __future__ import annotations
 
@@ -16,27 +19,33 @@ from .base import SCHEMA, Check, Ctx
 
 STEPS = 6
 KIND = "conform.chaos"
+PAUSE_SHARE = 0.25  # of the faults, the share that are pauses rather than kills
 
 
 def chaos(ctx: Ctx) -> None:
     workers, handoffs, faults = (4, 4, 12) if ctx.quick else (6, 8, 50)
     stats = workload(ctx, workers=workers, handoffs=handoffs, faults=faults,
                      seconds=20 if ctx.quick else 90)
-    if stats["kills"] < faults:
-        ctx.record("DHP-LSE-003", False, f"only {stats['kills']} of {faults} kills could be made")
+    made = stats["kills"] + stats["pauses"]
+    if made < faults:
+        ctx.record("DHP-LSE-003", False, f"only {made} of {faults} faults could be injected "
+                   f"within the run ({stats['kills']} kills, {stats['pauses']} pauses)")
 
 
 def workload(ctx: Ctx, *, workers: int, handoffs: int, faults: int | None,
-             seconds: float, ttl: float = 1.0, once: bool = False) -> dict:
+             seconds: float, ttl: float = 1.0, once: bool = False,
+             pause_share: float = PAUSE_SHARE) -> dict:
     """Workers run handoffs while the kit SIGKILLs random workers (and supervisors, when the
-    implementation has them) until `faults` kills were made or `seconds` passed (with
-    faults=None: for the whole time). Returns counts of what happened. `once`: each worker
-    is killed at most once and never restarted, and no more work is added, so the survivors
-    must finish the first batch (the MCP profile's soak)."""
+    implementation has them), or pauses them across their lease (a share `pause_share` of the
+    faults), until `faults` faults were made or `seconds` passed (with faults=None: for the
+    whole time). Returns counts of what happened. `once`: each worker is killed at most once
+    and never restarted, nobody is paused, and no more work is added, so the survivors must
+    finish the first batch (the MCP profile's soak)."""
     sc = ctx.scenario("kill9", ttl=ttl)
     procs = [sc.spawn(f"c{i}") for i in range(workers)]
     feeder = sc.spawn("feeder")  # dispatches and reads; never faulted
     sups = [sc.spawn(f"sup{i}") for i in range(2)] if "supervise" in ctx.features else []
+    pool = "claim_next" in ctx.features  # else workers take handoffs by name
     hids: list[str] = []
 
     def batch() -> None:
@@ -58,7 +67,9 @@ def workload(ctx: Ctx, *, workers: int, handoffs: int, faults: int | None,
             return p.process.alive()
         try:
             sc.restart(p)
-        except AdapterError:
+        except AdapterError:  # killed or paused mid-handshake: start it again next time
+            if p.process.alive():
+                sc.kill(p)
             time.sleep(0.05)
         return False
 
@@ -90,10 +101,17 @@ def workload(ctx: Ctx, *, workers: int, handoffs: int, faults: int | None,
                 if once:
                     return
                 continue
-            reply = p.call("claim_next", {"task_kinds": [KIND], "worker": p.worker})
-            if reply.ok and reply.data is None:
+            if pool:
+                reply = p.call("claim_next", {"task_kinds": [KIND], "worker": p.worker})
+                ways = ("recover",) if reply.ok and reply.data is None else ()
+            else:  # no claim_next: take a handoff by name, fresh or orphaned
+                reply, ways = None, ("claim", "recover")
+            if ways:
                 pick = rng.choice(todo)
-                reply = p.call("recover", {"handoff_id": pick, "worker": p.worker})
+                for way in ways:
+                    reply = p.call(way, {"handoff_id": pick, "worker": p.worker})
+                    if reply.code != "conflict":
+                        break
                 if reply.code == "conflict":
                     finished(p, pick)
             if not reply.ok:
@@ -124,9 +142,11 @@ def workload(ctx: Ctx, *, workers: int, handoffs: int, faults: int | None,
                 for i in range(len(sups))]
     for t in threads:
         t.start()
-    killed = sup_kills = 0
+    count = {"kills": 0, "supervisor_kills": 0, "pauses": 0, "supervisor_pauses": 0}
+    wakers: list[threading.Timer] = []
     deadline = time.monotonic() + seconds
-    while (faults is None or killed < faults) and time.monotonic() < deadline:
+    while (faults is None or count["kills"] + count["pauses"] < faults) \
+            and time.monotonic() < deadline:
         time.sleep(ctx.rng.uniform(0.1, 0.8) if once else ctx.rng.uniform(0.05, 0.25))
         with lock:
             if len(done) == len(hids) and not once:
@@ -137,10 +157,23 @@ def workload(ctx: Ctx, *, workers: int, handoffs: int, faults: int | None,
             if not victims:
                 break
         victim = victims[ctx.rng.randrange(len(victims))]
-        if victim.process.alive() and victim.incarnation:
+        pause = not once and ctx.rng.random() < pause_share
+        if not victim.process.alive() or not victim.incarnation \
+                or sc.expect_silence(victim):
+            continue
+        if pause:  # frozen past its lease: it must wake up fenced out, never as an owner
+            sc.stop(victim)
+            waker = threading.Timer(ttl * ctx.rng.uniform(1.2, 2.0), sc.cont, (victim,))
+            waker.start()
+            wakers.append(waker)
+        else:
             sc.kill(victim)
-            killed += 1
-            sup_kills += victim in sups
+        kind = "pauses" if pause else "kills"
+        count[kind] += 1
+        if victim in sups:
+            count["supervisor_" + kind] += 1
+    for waker in wakers:
+        waker.join()
     finish_by = time.monotonic() + ttl * 4 + 15
     while len(done) < len(hids) and time.monotonic() < finish_by:
         time.sleep(0.05)
@@ -151,11 +184,11 @@ def workload(ctx: Ctx, *, workers: int, handoffs: int, faults: int | None,
         finished(feeder, hid)
     ctx.record("DHP-LSE-003", len(done) == len(hids),
                f"{len(hids) - len(done)} of {len(hids)} handoffs were not completed within "
-               f"{ttl * 4 + 15:g} s after the last of {killed} kills: orphaned work was not "
-               "recovered")
+               f"{ttl * 4 + 15:g} s after the last of {count['kills']} kills and "
+               f"{count['pauses']} pauses: orphaned work was not recovered")
     _check_logs(ctx, sc, feeder, hids)
     acked = sum(1 for e in sc.events() if e["type"] == "ok" and e["op"] == "checkpoint")
-    return {"kills": killed, "supervisor_kills": sup_kills, "handoffs": len(hids),
+    return {**count, "handoffs": len(hids),
             "completed": len(done), "acked_checkpoints": acked,
             "requests": sum(1 for e in sc.events() if e["type"] == "invoke")}
 

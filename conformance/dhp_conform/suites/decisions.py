@@ -353,13 +353,18 @@ def _run_all(ctx: Ctx, bench: Bench, suite: str, vectors: list[dict], one) -> No
             _record_outcome(ctx, vector, lambda v=vector: one(bench, v))
         except Unreachable as exc:
             unreachable[vector["id"]] = str(exc)
-    sent = len(vectors) - len(unreachable)
-    note = f"{suite} vectors: {sent} of {len(vectors)} sent through the adapter"
-    if unreachable:
+    note_sent(ctx, suite, len(vectors), unreachable)
+
+
+def note_sent(ctx: Ctx, suite: str, total: int, unsent: dict[str, str],
+              how: str = "through the adapter") -> None:
+    """The run's note on a vector suite: how many were sent, and why the others were not."""
+    note = f"{suite} vectors: {total - len(unsent)} of {total} sent {how}"
+    if unsent:
         why: dict[str, list[str]] = {}
-        for vid, reason in unreachable.items():
+        for vid, reason in unsent.items():
             why.setdefault(reason, []).append(vid)
-        note += f"; {len(unreachable)} cannot be: " + "; ".join(
+        note += f"; {len(unsent)} cannot be: " + "; ".join(
             f"{', '.join(ids)} ({reason})" for reason, ids in why.items())
     ctx.run.harness.notes.append(note)
 

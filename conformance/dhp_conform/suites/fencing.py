@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from .base import Check, Ctx, dispatch, state_mark, take, write
+from .base import Check, Ctx, dispatch, state_mark, take, take_over, write
 
 
 def stale_fence(ctx: Ctx) -> None:
@@ -16,7 +16,7 @@ def stale_fence(ctx: Ctx) -> None:
     old = ctx.need(take(ctx, p, hid), "claim")["fence"]
     ctx.need(write(p, "checkpoint", hid, old, state=state_mark(ctx, "p1")), "checkpoint")
     time.sleep(ttl + 0.1)
-    new = ctx.need(take(ctx, q, hid), "claim after expiry")["fence"]
+    new = take_over(ctx, q, hid, "claim", "claim after expiry")["fence"]
     ctx.expect("DHP-FEN-002", new > old, f"the new owner's fence {new} is not above {old}")
     for op, extra in (("heartbeat", {}), ("checkpoint", {"state": state_mark(ctx, "stale")}),
                       ("complete", {"result": {"total": 1}}), ("release", {})):
@@ -62,7 +62,7 @@ def zombie(ctx: Ctx) -> None:
     in_flight = z.send("checkpoint", {"handoff_id": hid, "worker": z.worker, "fence": fence,
                                       "state": state_mark(ctx, "zombie-late")})
     time.sleep(ttl + 0.2)
-    taken = ctx.need(take(ctx, q, hid, "recover"), "recover after expiry")
+    taken = take_over(ctx, q, hid, "recover", "recover after expiry")
     ctx.expect("DHP-CKP-010", taken.get("last_checkpoint") == first,
                f"the recovering worker resumed from {taken.get('last_checkpoint')!r}, not the "
                f"last acknowledged checkpoint {first!r}")
@@ -98,14 +98,16 @@ def killed_owner(ctx: Ctx) -> None:
         ctx.expect("DHP-LSE-005", quick.ok, "recover right after the owner was killed was "
                    f"refused ({quick.code}); dead owners are not detected before the TTL",
                    quick)
-    if not quick.ok:
+    if quick.ok:
+        taken = quick.data
+    else:
         time.sleep(ttl + 0.1)
-        quick = take(ctx, q, hid, "recover")
-    taken = ctx.need(quick, "recover of a killed owner's handoff")
+        taken = take_over(ctx, q, hid, "recover", "recover of a killed owner's handoff after "
+                          "its lease expired")
     ctx.expect("DHP-CKP-010", taken.get("last_checkpoint") == states[-1],
-               f"resumed from {taken.get('last_checkpoint')!r}, not {states[-1]!r}", quick)
+               f"resumed from {taken.get('last_checkpoint')!r}, not {states[-1]!r}")
     ctx.expect("DHP-FEN-001", taken["fence"] == fence + 1,
-               f"recover got fence {taken['fence']}, not {fence + 1}", quick)
+               f"recover got fence {taken['fence']}, not {fence + 1}")
     sc.restart(w)
     ghost = write(w, "checkpoint", hid, fence, worker=f"{w.name}.{w.incarnation - 1}",
                   state=state_mark(ctx, "ghost"))

@@ -344,9 +344,11 @@ CHECKS = [
     Check("lifecycle", "budget-steps-spend", ["DHP-BUD-002", "DHP-BUD-003"], budget_steps_spend),
     Check("lifecycle", "lease-expiry", ["DHP-LSE-002", "DHP-LSE-003", "DHP-LSE-004"],
           lease_expiry, timing=True),
+    # The exported log is judged by the oracle, which names the rule a bad log breaks.
     Check("lifecycle", "log-roundtrip", ["DHP-LOG-007", "DHP-CKP-008", "DHP-LOG-008",
                                          "DHP-LOG-001", "DHP-LOG-002", "DHP-LOG-003",
-                                         "DHP-LOG-004", "DHP-ENV-002", "DHP-SEC-001"],
+                                         "DHP-LOG-004", "DHP-ENV-002", "DHP-SEC-001",
+                                         "DHP-CKP-003", "DHP-CKP-004", "DHP-CKP-005"],
           log_roundtrip, feature="export_log"),
     Check("lifecycle", "claim-next-order", ["DHP-STM-009", "DHP-STM-010", "DHP-STM-011",
                                             "DHP-STM-012"], claim_next_order,

@@ -120,6 +120,7 @@ class Peer:
             ctx.record("DHP-ADP-016", False, "transport_serve must answer {\"port\": int, "
                        f"\"max_frame\": int}}, got {data!r}", ctx.evidence(reply))
             raise CheckAborted("transport_serve gave no port; the check could not go on")
+        ctx.record("DHP-ADP-016", True)
         self.port, self.max_frame = data["port"], data["max_frame"]
         self.exports = 0
 
@@ -823,6 +824,25 @@ def shipper_resumes_after_restart(ctx: Ctx) -> None:
                 flushed.data if flushed.ok else flushed])
 
 
+def shipper_peer_down(ctx: Ctx) -> None:
+    """Shipping to a peer that is not listening neither fails nor waits (DHP-TRN-023), and
+    what was never acknowledged is not reported delivered (DHP-TRN-024)."""
+    sc = ctx.scenario("trn-peer-down", ttl=5.0)
+    w = sc.spawn("worker")
+    hid = _work(ctx, w, 2)
+    port = _free_port()
+    shipped = w.call("ship", {"handoff_id": hid, "host": "127.0.0.1", "port": port,
+                              "secret": _secret()})
+    ctx.expect("DHP-TRN-023", shipped.ok, f"ship towards a peer that is not listening was "
+               f"answered {shipped!r}: the shipper's call returns once the frames are in its "
+               "local buffer, whether or not the peer is reachable", shipped)
+    flushed = w.call("transport_flush", {"timeout": 0.5})
+    ctx.expect("DHP-TRN-024", flushed.ok and flushed.data.get("delivered") is False,
+               f"transport_flush with the peer down answered {flushed!r}: frames no peer "
+               "acknowledged were reported delivered", flushed)
+    w.call("transport_stop", {})
+
+
 # --- TLS (feature transport-tls) ------------------------------------------------------------
 
 def _certificate(folder) -> tuple[str, str] | None:
@@ -909,6 +929,8 @@ CHECKS = [
     Check("transport", "shipper-replays-after-cut",
           ["DHP-TRN-021", "DHP-TRN-024"],
           shipper_replays, feature=FEATURE, cls="transport"),
+    Check("transport", "shipper-peer-down", ["DHP-TRN-023", "DHP-TRN-024"], shipper_peer_down,
+          feature=FEATURE, cls="transport"),
     Check("transport", "shipper-resumes-after-restart",
           ["DHP-TRN-031", "DHP-ADP-024", "DHP-TRN-021"],
           shipper_resumes_after_restart, feature=FEATURE, cls="transport"),

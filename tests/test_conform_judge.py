@@ -1,0 +1,243 @@
+"""How the kit judges: no false positives on histories a correct implementation can produce,
+findings attributed to the requirement their check was built for, and verdicts that say which
+requirements no check judged."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import pytest
+from dhp_conform import checkers
+
+H = "sha256:" + "c" * 64
+KIND = "conform.chaos"
+
+
+def _event(i, t, kind, op, process="p", **kw):
+    return {"index": i, "time": t, "type": kind, "op": op, "process": process,
+            "scenario": "s", **kw}
+
+
+def _blind_take_history(outcome: dict) -> list[dict]:
+    """Replayed from a chaos run of the reference: c1 takes the handoff with claim_next
+    (fence 1) and is killed; c2's claim_next takes it (fence 2) but c2 is killed before it
+    answers, so no event names the handoff; c3's recover then gets fence 3."""
+    dispatch = {"task_kind": KIND, "inputs": {"n": 0}, "output_schema": {}, "budget": {}}
+    take = {"task_kinds": [KIND]}
+    return [
+        _event(0, 0.00, "invoke", "dispatch", "feeder", args=dispatch),
+        _event(1, 0.01, "ok", "dispatch", "feeder", invoke=0, data={"handoff_id": H}),
+        _event(2, 0.02, "invoke", "claim_next", "c1", args=dict(take, worker="c1.1")),
+        _event(3, 0.03, "ok", "claim_next", "c1", invoke=2,
+               data={"handoff_id": H, "fence": 1, "last_checkpoint": None}),
+        _event(4, 0.10, "kill", None, "c1", detail="SIGKILL c1 (worker c1.1)"),
+        _event(5, 1.20, "invoke", "claim_next", "c2", args=dict(take, worker="c2.1")),
+        _event(6, 1.21, *outcome["event"], "claim_next", "c2", invoke=5, **outcome["fields"]),
+        _event(7, 1.22, "kill", None, "c2", detail="SIGKILL c2 (worker c2.1)"),
+        _event(8, 2.50, "invoke", "recover", "c3", args={"handoff_id": H, "worker": "c3.1"}),
+        _event(9, 2.51, "ok", "recover", "c3", invoke=8,
+               data={"handoff_id": H, "fence": 3, "last_checkpoint": None}),
+    ]
+
+
+KILLED = {"event": ("info",), "fields": {"why": "c2 was killed by the kit (SIGKILL)"}}
+INDEFINITE = {"event": ("fail",), "fields": {"error": {
+    "code": "internal", "message": "lost", "definite": False}}}
+NOTHING = {"event": ("ok",), "fields": {"data": None}}
+
+
+@pytest.mark.covers("DHP-FEN-001")
+@pytest.mark.parametrize("outcome", [KILLED, INDEFINITE], ids=["killed", "indefinite-error"])
+def test_a_blind_claim_next_of_unknown_outcome_may_have_bumped_the_fence(outcome):
+    assert checkers.check_scenario(_blind_take_history(outcome), ttl=1.0) == []
+
+
+@pytest.mark.covers("DHP-FEN-001")
+def test_a_fence_jump_with_no_take_in_flight_is_still_found():
+    findings = checkers.check_scenario(_blind_take_history(NOTHING), ttl=1.0)
+    assert [f.check for f in findings] == ["history:fence-step"]
+    assert findings[0].requirements[0] == "DHP-FEN-001"
+    assert "0 take(s) of unknown outcome" in findings[0].explanation
+
+
+@pytest.mark.covers("DHP-FEN-001")
+def test_a_blind_take_of_another_task_kind_explains_no_jump():
+    events = _blind_take_history(KILLED)
+    events[5]["args"] = {"task_kinds": ["other.kind"], "worker": "c2.1"}
+    assert [f.check for f in checkers.check_scenario(events, ttl=1.0)] == ["history:fence-step"]
+
+
+# --- attribution: findings, consequences, checks that could not run ---------------------------
+
+def _run(tmp_path):
+    from dhp_conform.harness import Harness
+    from dhp_conform.suites.base import Run
+
+    return Run(Harness(f"{sys.executable} -m dhp.adapter", tmp_path), seed=1, quick=True)
+
+
+def _results(run, check_fn, requirements):
+    from dhp_conform import report
+    from dhp_conform.suites.base import Check, run_check
+
+    check = Check("judge", "planted", requirements, check_fn)
+    run.order[check.id] = 0
+    run_check(run, check)
+    return report.finalize(run.results)
+
+
+def test_later_failures_of_a_check_are_consequences_of_its_first(tmp_path):
+    def planted(ctx):
+        ctx.record("DHP-FEN-003", False, "a stale write was accepted")
+        ctx.record("DHP-STM-004", False, "the count is off, since the stale write landed")
+        ctx.record("DHP-FEN-003", True)
+
+    results, findings = _results(_run(tmp_path), planted, ["DHP-FEN-003"])
+    assert [(f["requirement"], f["check"]) for f in findings] == [("DHP-FEN-003",
+                                                                    "judge:planted")]
+    after = next(r for r in results if r["requirement"] == "DHP-STM-004")
+    assert after["status"] == "CONSEQUENCE"
+    assert after["consequence_of"] == "DHP-FEN-003 (judge:planted)"
+    assert after["reason"].startswith("consequence of DHP-FEN-003 (judge:planted): ")
+
+
+def test_an_aborted_check_does_not_fail_what_it_could_not_judge(tmp_path):
+    from dhp_conform.suites.base import CheckAborted
+
+    def planted(ctx):
+        ctx.record("DHP-FEN-001", True)
+        raise CheckAborted("claim after expiry failed (timeout), a step the check depends on")
+
+    results, findings = _results(_run(tmp_path), planted,
+                                 ["DHP-FEN-001", "DHP-FEN-003", "DHP-FEN-004"])
+    assert findings == []
+    by = {r["requirement"]: r for r in results}
+    assert by["DHP-FEN-001"]["status"] == "PASS"
+    for rid in ("DHP-FEN-003", "DHP-FEN-004"):
+        assert by[rid]["status"] == "NOT_RUN"
+        assert by[rid]["reason"].startswith("could not run: claim after expiry failed")
+
+
+def test_back_on_track_judges_what_follows_afresh(tmp_path):
+    def planted(ctx):
+        ctx.record("DHP-LSE-003", False, "claim after expiry refused")
+        ctx.back_on_track()  # taken over another way; judged at once, before any request
+        ctx.record("DHP-FEN-001", False, "the takeover got fence 3, not 2")
+
+    results, findings = _results(_run(tmp_path), planted, ["DHP-LSE-003", "DHP-FEN-001"])
+    assert [f["requirement"] for f in findings] == ["DHP-LSE-003", "DHP-FEN-001"]
+    assert all(r["status"] == "FAIL" for r in results)
+
+
+# --- verdicts: every requirement judged, or said which are not ----------------------------------
+
+@pytest.mark.covers("DHP-GEN-002")
+def test_a_class_with_an_unjudged_must_is_incomplete_and_lists_it():
+    from dhp_conform import report
+    from dhp_conform.requirements import all_ids, level, member_of
+
+    sup = [rid for rid in all_ids() if member_of(rid) == "supervisor"]
+    must = [rid for rid in sup if level(rid) == "MUST"]
+    raw = [{"requirement": rid, "check": "c", "status": "PASS"} for rid in sup]
+    results, _ = report.finalize(raw)
+    assert report.verdicts(results, ["supervisor"], False)["supervisor"]["verdict"] == "PASS"
+    missing = must[-1]
+    raw = [r for r in raw if r["requirement"] != missing]
+    raw.append({"requirement": missing, "check": "c", "status": "NOT_RUN",
+                "reason": "could not run: a step failed"})
+    results, _ = report.finalize(raw)
+    verdict = report.verdicts(results, ["supervisor"], False)["supervisor"]
+    assert verdict["verdict"] == "INCOMPLETE" and missing in verdict["unjudged"]
+    assert report.exit_code({"verdicts": {"supervisor": verdict}}) == 3
+
+
+def test_requirements_no_run_can_judge_are_listed_not_blocking():
+    from dhp_conform import report
+    from dhp_conform.requirements import BEYOND_A_RUN, all_ids, member_of
+
+    store = [rid for rid in all_ids() if member_of(rid) == "store"]
+    raw = [{"requirement": rid, "check": "c", "status": "PASS"} for rid in store
+           if rid not in BEYOND_A_RUN]
+    verdict = report.verdicts(report.finalize(raw)[0], ["store"], False)["store"]
+    assert verdict["verdict"] == "PASS" and verdict["unjudged"] == []
+    assert set(verdict["beyond_a_run"]) == {r for r in BEYOND_A_RUN if r in store}
+
+
+# --- runs that can be trusted --------------------------------------------------------------------
+
+def test_history_folder_of_an_earlier_run_is_cleared_a_foreign_one_refused(tmp_path):
+    from dhp_conform import rundir
+
+    folder = tmp_path / "run"
+    (folder / "data" / "001-old").mkdir(parents=True)
+    (folder / "history.jsonl").write_text("{}\n")
+    assert rundir.prepare(folder, "x-") == (folder, True)
+    assert list(folder.iterdir()) == []
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(rundir.RunDirError, match="notes.txt"):
+        rundir.prepare(folder, "x-")
+    assert (folder / "notes.txt").read_text() == "mine"
+
+
+ECHO = """
+import json, sys
+for line in sys.stdin:
+    request = json.loads(line)
+    print(json.dumps({"id": request["id"], "ok": True, "data": {}}), flush=True)
+"""
+
+
+def test_a_killed_incarnation_never_fails_its_successors_requests(tmp_path):
+    """The reader of a killed incarnation that notices its end late must not settle the
+    requests of the incarnation that replaced it (they would read "not running (exit -9)")."""
+    from dhp_conform.process import AdapterProcess, ProcessDied
+
+    proc = AdapterProcess("echo", [sys.executable, "-c", ECHO], tmp_path / "err.log")
+    proc.start()
+    try:
+        old = proc.proc
+        proc.kill()
+        proc.start()
+        pending = proc.send("status", {})
+        proc._fail_all(ProcessDied("the old incarnation ended"), of=old)  # the late reader
+        assert pending.wait(10) == {"id": pending.id, "ok": True, "data": {}}
+    finally:
+        proc.close()
+
+
+
+
+@pytest.mark.covers("DHP-LSE-003", "DHP-STM-007")
+def test_chaos_takes_work_by_name_without_claim_next(tmp_path):
+    """A path the implementation does not offer (claim_next) is replaced by one it does
+    (claim or recover by id), so the workload still runs and its checks still judge."""
+    import subprocess
+
+    from test_conform import CLAIMS_LESS
+
+    proc = subprocess.run([sys.executable, "-m", "dhp_conform.chaos_cli", "--impl",
+                           f"{CLAIMS_LESS} claim_next liveness", "--seconds", "3", "--seed", "5",
+                           "--workers", "3", "--handoffs", "4"],
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    done = re.search(r"(\d+) handoffs \((\d+) completed\)", proc.stdout)
+    assert done and done.group(1) == done.group(2) and int(done.group(1)) >= 4, proc.stdout
+
+
+def test_a_request_the_kit_paused_is_not_an_adapter_error(tmp_path):
+    """A process paused (and resumed) while a request was in flight may miss the timeout:
+    that silence is the kit's doing, not a broken adapter (seen in a chaos soak: a restarted
+    adapter paused three times during its hello)."""
+    from types import SimpleNamespace
+
+    harness = _run(tmp_path).harness
+    sc = harness.scenario("paused", ttl=1.0)
+    proc = SimpleNamespace(name="c4", worker="c4.2", incarnation=2)
+    hello = harness.history.add("invoke", scenario=sc.name, process="c4", op="hello", args={})
+    assert not sc.expect_silence(proc, hello)
+    sc.fault("stop", proc)
+    sc.stopped.discard("c4")  # resumed since, as the waker does
+    assert sc.expect_silence(proc, hello)
+    later = harness.history.add("invoke", scenario=sc.name, process="c4", op="status", args={})
+    assert not sc.expect_silence(proc, later)
