@@ -13,10 +13,13 @@ machine.new_record), `owner_incarnation`, `result` (the result record or None), 
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
-from contextlib import AbstractContextManager
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
+TAKE_STATES = ("pending", "released", "orphaned")
 DEFAULT_TTL = 5.0
 # The longest a burst of checkpoints goes without an fsync (sync="batch"), in seconds.
 DEFAULT_FSYNC_INTERVAL = 0.1
@@ -80,6 +83,32 @@ class Tx(ABC):
     def owner_incarnations(self) -> list[str]:
         """The distinct liveness tokens of the owners of claimed handoffs."""
 
+    # The three scans of claim_next (operations.take_next). These defaults are correct on
+    # any backend; a backend overrides them with one indexed query each.
+
+    def next_takeable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
+        """The oldest pending, released or orphaned row of these kinds that is eligible at
+        `now` (its not_before is None or <= now, DHP-SCH-001)."""
+        for row in self.select(states=TAKE_STATES, task_kinds=task_kinds):
+            if row["record"].get("not_before") is None or row["record"]["not_before"] <= now:
+                return row
+        return None
+
+    def claimed_by(self, incarnation: str, task_kinds: tuple[str, ...]) -> dict | None:
+        """The oldest claimed row of these kinds whose owner is this liveness token."""
+        for row in self.select(states=("claimed",), task_kinds=task_kinds):
+            if row["owner_incarnation"] == incarnation:
+                return row
+        return None
+
+    def next_due(self, task_kinds: tuple[str, ...], now: float) -> float | None:
+        """The earliest instant after `now` at which a row of these kinds becomes takeable
+        without any write: a not_before that passes or a lease that expires; None if none."""
+        times = [r["record"]["not_before"] if r["record"]["state"] != "claimed"
+                 else r["record"]["lease_expires_at"]
+                 for r in self.select(states=(*TAKE_STATES, "claimed"), task_kinds=task_kinds)]
+        return min((t for t in times if t is not None and t > now), default=None)
+
 
 class StoreBackend(ABC):
     """A store. `ttl` and `heartbeat_interval` are the defaults for claims made on it."""
@@ -112,6 +141,18 @@ class StoreBackend(ABC):
         """Problems the storage engine finds in its own files (empty when sound); the chain
         check of the records on top of it is operations.check_integrity."""
 
+    def announce_work(self) -> None:
+        """Wake this store's waiters (work_waiter) in every process: called after a commit
+        that may have made work takeable (dispatch, release, orphan, requeue, import). A
+        backend without a wake-up channel leaves this empty; its waiters then find the work
+        at their next periodic look (operations.IDLE_RECHECK_S)."""
+
+    def work_waiter(self) -> AbstractContextManager[Callable[[float], bool]]:
+        """A registration for announce_work: `with store.work_waiter() as wait:` and then
+        `wait(seconds)` blocks until an announcement made after the registration, or the
+        time is up (returns whether it was woken). The default only sleeps."""
+        return nullcontext(_sleep)
+
     def in_transaction_on_this_thread(self) -> bool:
         """True while the calling thread is inside one of this store's transactions (a
         signal handler must not start another one then)."""
@@ -126,3 +167,8 @@ class StoreBackend(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _sleep(seconds: float) -> bool:
+    time.sleep(seconds)
+    return False
