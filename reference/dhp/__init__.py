@@ -46,6 +46,7 @@ from dhp.core.errors import (
 from dhp.transport.file import FileShipper, ingest_folder
 from dhp.transport.server import TransportServer
 from dhp.transport.shipper import NetShipper
+from dhp.worker.task import Task, task
 
 PROTOCOL_VERSION = "1.0"
 __version__ = "0.1.0"
@@ -53,10 +54,11 @@ __version__ = "0.1.0"
 __all__ = [
     "PROTOCOL_VERSION", "BudgetExceeded", "Cancelled", "Conflict", "DHPError", "IntegrityError",
     "Internal", "InvalidInput", "LeaseLost", "NetShipper", "NotFound", "SchemaViolation", "Store",
-    "StoreBackend", "TaskContext", "TransportServer", "Unavailable", "FileShipper",
+    "StoreBackend", "Task", "TaskContext", "TransportServer", "Unavailable", "FileShipper",
     "ingest_folder", "UnsupportedVersion", "cancel",
     "canonical_json", "check_envelope", "check_integrity", "check_intent", "checkpoints", "claim",
     "claim_next", "dispatch", "dlq", "drain", "envelope_of", "export_log", "handoff_id",
     "import_log", "install_sigterm_drain", "last_checkpoint", "list_handoffs", "make_envelope",
     "make_intent", "orphan", "parse_json", "recover", "requeue", "result", "sha256_of", "status",
+    "task",
 ]

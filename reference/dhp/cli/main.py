@@ -99,10 +99,15 @@ def _run_vectors(validate, as_json: bool) -> int:
 # --- entry point ----------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import commands  # the store commands (dispatch, status, ls, ...) register here
+    from . import (
+        commands,  # the store commands (dispatch, status, ls, ...) register here
+        worker,
+    )
 
     if "status" not in COMMANDS:
         commands.register(command)
+    if "worker" not in COMMANDS:
+        worker.register(command)
     parser = argparse.ArgumentParser(prog="dhp", description="DHP, the Durable Handoff Protocol",
                                      epilog=commands.EXIT_CODES,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

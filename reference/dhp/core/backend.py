@@ -146,6 +146,7 @@ class StoreBackend(ABC):
         that may have made work takeable (dispatch, release, orphan, requeue, import). A
         backend without a wake-up channel leaves this empty; its waiters then find the work
         at their next periodic look (operations.IDLE_RECHECK_S)."""
+        return None
 
     def work_waiter(self) -> AbstractContextManager[Callable[[float], bool]]:
         """A registration for announce_work: `with store.work_waiter() as wait:` and then

@@ -22,7 +22,6 @@ from dhp.core.clock import rfc3339
 from dhp.core.envelope import make_envelope
 from dhp.core.errors import Conflict, DHPError, Internal, InvalidInput, NotFound
 
-
 # --- argument checks ------------------------------------------------------------------------
 
 def check_worker(worker: Any) -> str:
@@ -117,12 +116,13 @@ IDLE_RECHECK_S = 10.0
 
 
 def take_next(backend: StoreBackend, task_kinds: list[str] | tuple[str, ...], worker: str,
-              ttl: float, *, wait: float | None = None) -> dict | None:
+              ttl: float, *, wait: float | None = None, stop: Any = None) -> dict | None:
     """claim_next: the oldest eligible pending, released or orphaned handoff of these kinds
     (an expired claim counts as orphaned, a claim whose owner is dead too), or None. Work
     whose attempts are exhausted is moved to the DLQ on the way (DHP-BUD-001) and the search
     goes on. With `wait` (seconds), blocks until a handoff can be taken or the time is up,
-    waking when work is announced or falls due, and at least every IDLE_RECHECK_S."""
+    waking when work is announced or falls due, and at least every IDLE_RECHECK_S; `stop`
+    (a threading.Event) ends the wait early when set (and the store announced)."""
     check_worker(worker)
     check_seconds("ttl", ttl)
     check_delay("wait", wait)
@@ -134,13 +134,14 @@ def take_next(backend: StoreBackend, task_kinds: list[str] | tuple[str, ...], wo
         return row
     deadline = time.monotonic() + wait
     with backend.work_waiter() as sleep:
-        while True:
+        while stop is None or not stop.is_set():
             # Registered first and then looked: an announcement in between is not lost.
             row, due_in = _take_next_once(backend, kinds, worker, ttl)
             left = deadline - time.monotonic()
             if row is not None or left <= 0:
                 return row
             sleep(min(left, IDLE_RECHECK_S, IDLE_RECHECK_S if due_in is None else due_in))
+    return None
 
 
 def _take_next_once(backend: StoreBackend, kinds: tuple[str, ...], worker: str,
