@@ -88,6 +88,7 @@ class Pool:
         self.out = out
         self.stop = threading.Event()
         self.name = f"pool-{socket.gethostname()}-{os.getpid()}"
+        self.children: dict[int, tuple[int, float]] = {}  # pid -> (slot, started at)
 
     def log(self, event: str, text: str) -> None:
         log_line(self.out, self.name, event, text)
@@ -95,6 +96,7 @@ class Pool:
     def run(self) -> int:
         kinds = ", ".join(self.tasks)
         how = "threads" if self.threads else "processes"
+        self._on_stop_signals()  # before the start line: from then on SIGTERM drains
         self.log("start", f"{self.concurrency} {how} for {kinds} on {self.store!r}")
         code = self._run_threads() if self.threads else self._run_processes()
         self.log("stop", f"exit {code}")
@@ -105,7 +107,6 @@ class Pool:
     def _run_threads(self) -> int:
         host = socket.gethostname()
         ids = [f"{host}-{os.getpid()}-t{i + 1}" for i in range(self.concurrency)]
-        self._on_stop_signals(lambda: None)
         threads = run_threads(self.store, self.tasks, ids, stop=self.stop, out=self.out,
                               ttl=self.ttl)
         while any(t.is_alive() for t in threads) and not self.stop.is_set():
@@ -122,15 +123,9 @@ class Pool:
     # --- processes -----------------------------------------------------------------------
 
     def _run_processes(self) -> int:
-        children: dict[int, tuple[int, float]] = {}  # pid -> (slot, started at)
-
-        def forward() -> None:
-            for pid in children:
-                _kill(pid, signal.SIGTERM)
-
+        children = self.children
         for slot in range(1, self.concurrency + 1):
             self._start(children, slot)
-        self._on_stop_signals(forward)
         failed = None
         while children:
             try:
@@ -148,7 +143,7 @@ class Pool:
                     time.monotonic() - started < RESTART_AFTER_S:
                 failed = code  # it cannot start: stop the pool rather than loop
                 self.stop.set()
-                forward()
+                self._forward()
                 continue
             if time.monotonic() - started < RESTART_AFTER_S:
                 time.sleep(RESTART_AFTER_S)
@@ -212,20 +207,21 @@ class Pool:
 
     # --- signals -------------------------------------------------------------------------
 
-    def _on_stop_signals(self, then: Any) -> None:
+    def _on_stop_signals(self) -> None:
         def handler(signum: int, frame: Any) -> None:
             if not self.stop.is_set():
                 self.log("draining", f"{signal.Signals(signum).name}: finishing or "
                                      f"releasing running work (grace {self.grace}s)")
             self.stop.set()
-            then()
+            self._forward()
 
         signal.signal(signal.SIGTERM, handler)
         signal.signal(signal.SIGINT, handler)
 
 
-def _kill(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
+    def _forward(self) -> None:
+        for pid in list(self.children):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass

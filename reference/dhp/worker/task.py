@@ -22,7 +22,7 @@ from typing import Any
 
 from dhp import api
 from dhp.core.backend import StoreBackend
-from dhp.core.envelope import new_intent
+from dhp.core.envelope import make_intent
 from dhp.core.errors import InvalidInput
 
 # Every task kind registered by @task in this process, in registration order.
@@ -36,7 +36,7 @@ class Task:
                  output_schema: dict, budget: dict | None = None,
                  progress_timeout_s: float | None = None):
         # The intent check names any bad member now, at import, not at the first dispatch.
-        new_intent(kind, {}, output_schema, budget)
+        make_intent(kind, {}, output_schema, budget)
         self.kind = kind
         self.fn = fn
         self.output_schema = output_schema
