@@ -29,7 +29,7 @@ import traceability  # noqa: E402
 
 SPEC_ORDER = ["index", "terminology", "identity", "envelope", "states", "leases-fencing",
               "checkpoints", "budgets", "results", "log", "errors", "supervisor", "security",
-              "transport", "adapter"]
+              "transport", "adapter", "a2a"]
 MARKER = re.compile(r'<a id="(DHP-[A-Z]+-[0-9]{3})"></a>\*\*\1\*\*')
 SCHEMA_LINK = re.compile(r"\]\(\.\./schemas/([A-Za-z0-9_-]+)\.json\)")
 

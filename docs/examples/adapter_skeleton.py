@@ -13,7 +13,7 @@ import sys
 import traceback
 
 import dhp
-from dhp import operations  # the store's fenced write by (worker, fence)
+from dhp.core import operations  # the store's fenced write by (worker, fence)
 
 
 class Adapter:
