@@ -140,7 +140,7 @@ def take_next(backend: StoreBackend, task_kinds: list[str] | tuple[str, ...], wo
             left = deadline - time.monotonic()
             if row is not None or left <= 0:
                 return row
-            sleep(min(left, IDLE_RECHECK_S, IDLE_RECHECK_S if due_in is None else due_in))
+            sleep(min(t for t in (left, IDLE_RECHECK_S, due_in) if t is not None))
     return None
 
 
@@ -221,7 +221,8 @@ def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *
         row = tx.get(hid, envelope=name == "complete")
         now = backend.now()
         op = {"name": name, "worker": worker, "fence": fence, "ttl": ttl, "spend": spend,
-              "delay_s": delay_s, "backoff": backoff, "draw": random.random()}
+              "delay_s": delay_s, "backoff": backoff,
+              "draw": random.random() if backoff else 0.0}
         if row is not None and incarnation is not None \
                 and row["owner_incarnation"] not in (None, incarnation):
             op["worker"] = f"{worker} (an earlier process incarnation)"

@@ -27,12 +27,19 @@ from typing import Any, TextIO
 
 from dhp import api
 from dhp.core.backend import StoreBackend
-from dhp.core.errors import DHPError, InvalidInput
-from dhp.worker.runtime import Drain, Runner, log_line, run_threads
+from dhp.core.errors import InvalidInput
+from dhp.worker.runtime import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
+    Drain,
+    Runner,
+    log_line,
+    run_threads,
+)
 from dhp.worker.task import REGISTRY, Task
 
-# Exit codes of `dhp worker` (and of each child process).
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 # A child that ends by itself sooner than this after its start is failing at start-up; the
 # pool waits this long before it starts another (no tight restart loop).
 RESTART_AFTER_S = 1.0
@@ -111,6 +118,8 @@ class Pool:
                               ttl=self.ttl)
         while any(t.is_alive() for t in threads) and not self.stop.is_set():
             self.stop.wait(1.0)  # a signal handler sets it; the wait wakes for it
+        if not self.stop.is_set():
+            return EXIT_FAILED  # every thread ended by itself: the log says why
         self.store.announce_work()  # idle threads stop waiting
         deadline = time.monotonic() + self.grace
         for thread in threads:
@@ -139,13 +148,13 @@ class Pool:
             how = f"signal {-code}" if code < 0 else f"exit {code}"
             self.log("died", f"worker {slot} (pid {pid}) ended by {how}")
             self.store.announce_work()  # its siblings take its handoff now
-            if code in (EXIT_USAGE, EXIT_UNAVAILABLE) and \
-                    time.monotonic() - started < RESTART_AFTER_S:
-                failed = code  # it cannot start: stop the pool rather than loop
+            quick = time.monotonic() - started < RESTART_AFTER_S
+            if quick and code > 0:  # it failed by itself at start: stop rather than loop
+                failed = code if code in (EXIT_USAGE, EXIT_UNAVAILABLE) else EXIT_FAILED
                 self.stop.set()
                 self._forward()
                 continue
-            if time.monotonic() - started < RESTART_AFTER_S:
+            if quick:
                 time.sleep(RESTART_AFTER_S)
             if not self.stop.is_set():
                 pid = self._start(children, slot)
@@ -193,17 +202,11 @@ class Pool:
         signal.signal(signal.SIGINT, on_term)
         signal.signal(signal.SIGALRM, on_alarm)
         try:
-            runner.run()
-        except Drain:
-            pass
-        except DHPError as exc:
-            runner.log("error", str(exc))
-            return EXIT_UNAVAILABLE if not exc.definite else EXIT_FAILED
+            return runner.run_until_stopped()
         finally:
             self.store.close()
             if self.store.liveness is not None:
                 self.store.liveness.close()
-        return EXIT_OK
 
     # --- signals -------------------------------------------------------------------------
 
@@ -217,7 +220,6 @@ class Pool:
 
         signal.signal(signal.SIGTERM, handler)
         signal.signal(signal.SIGINT, handler)
-
 
     def _forward(self) -> None:
         for pid in list(self.children):

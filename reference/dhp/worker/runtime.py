@@ -30,6 +30,8 @@ from dhp.core.errors import BudgetExceeded, Cancelled, DHPError, LeaseLost, Sche
 from dhp.worker.task import Task
 
 _LOST = (LeaseLost, Cancelled, BudgetExceeded)
+# Exit codes of `dhp worker` and of each of its processes (cli/worker.py documents them).
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 # How long one claim_next waits before the loop looks at `stop` again; stopping also rings
 # the store's doorbell, so this only bounds a missed ring.
 WAIT_S = 60.0
@@ -62,6 +64,18 @@ class Runner:
 
     def log(self, event: str, text: str) -> None:
         log_line(self.out, self.worker_id, event, text)
+
+    def run_until_stopped(self) -> int:
+        """run() until stopped or drained; an error of the store ends it, logged, with the
+        exit code (3 when the store is unavailable, else 1)."""
+        try:
+            self.run()
+        except Drain:
+            pass
+        except DHPError as exc:
+            self.log("error", str(exc))
+            return EXIT_FAILED if exc.definite else EXIT_UNAVAILABLE
+        return EXIT_OK
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -139,8 +153,8 @@ def run_threads(store: StoreBackend, tasks: dict[str, Task], worker_ids: list[st
     threads = []
     for worker_id in worker_ids:
         runner = Runner(store, tasks, worker_id, stop=stop, out=out, ttl=ttl)
-        thread = threading.Thread(target=runner.run, name=f"dhp-worker-{worker_id}",
-                                  daemon=True)
+        thread = threading.Thread(target=runner.run_until_stopped,
+                                  name=f"dhp-worker-{worker_id}", daemon=True)
         thread.start()
         threads.append(thread)
     return threads
