@@ -19,6 +19,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
+from dhp.core import machine
+
 TAKE_STATES = ("pending", "released", "orphaned")
 DEFAULT_TTL = 5.0
 # The longest a burst of checkpoints goes without an fsync (sync="batch"), in seconds.
@@ -87,10 +89,14 @@ class Tx(ABC):
     # any backend; a backend overrides them with one indexed query each.
 
     def next_takeable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
-        """The oldest pending, released or orphaned row of these kinds that is eligible at
-        `now` (its not_before is None or <= now, DHP-SCH-001)."""
-        for row in self.select(states=TAKE_STATES, task_kinds=task_kinds):
-            if row["record"].get("not_before") is None or row["record"]["not_before"] <= now:
+        """The row of these kinds that claim_next takes first at `now`: the oldest
+        dispatched among the pending, released and orphaned rows eligible at `now` (their
+        not_before is None or <= now, DHP-SCH-001) and the claimed rows whose lease has
+        expired."""
+        for row in self.select(task_kinds=task_kinds):
+            record = row["record"]
+            if record["state"] in TAKE_STATES and machine.eligible(record, now) or (
+                    record["state"] == "claimed" and record["lease_expires_at"] <= now):
                 return row
         return None
 

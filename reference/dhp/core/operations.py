@@ -153,9 +153,6 @@ def _take_next_once(backend: StoreBackend, kinds: tuple[str, ...], worker: str,
         while True:
             row, op = tx.next_takeable(kinds, now), {"name": "claim"}
             if row is None:
-                found = tx.select(task_kinds=kinds, expired_before=now, limit=1)
-                row = found[0] if found else None
-            if row is None:
                 row, op = _dead_owners_row(backend, tx, kinds), {"name": "recover",
                                                                  "owner_dead": True}
             if row is None:

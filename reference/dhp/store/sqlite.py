@@ -226,8 +226,10 @@ class SQLiteTx(Tx):
         return _row(found) if found else None
 
     def next_takeable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
-        return self._first("state IN ('pending', 'released', 'orphaned') "
-                           "AND (not_before IS NULL OR not_before <= ?)", [now], task_kinds)
+        return self._first("(state IN ('pending', 'released', 'orphaned') "
+                           "AND (not_before IS NULL OR not_before <= ?) "
+                           "OR state = 'claimed' AND lease_expires_at <= ?)", [now, now],
+                           task_kinds)
 
     def claimed_by(self, incarnation: str, task_kinds: tuple[str, ...]) -> dict | None:
         return self._first("state = 'claimed' AND owner_incarnation = ?", [incarnation],
