@@ -35,6 +35,8 @@ from dhp.core.errors import (
     LeaseLost,
     NotFound,
 )
+from dhp.observe import tracing
+from dhp.observe.tracing import traced
 from dhp.store import Store
 
 __all__ = [
@@ -50,9 +52,10 @@ _live_mutex = threading.Lock()
 
 
 class TaskContext:
-    """A claimed handoff. Attributes: handoff_id, worker_id, fence, envelope, intent, inputs,
-    last_checkpoint (the state of the last checkpoint, or None), ttl, heartbeat_interval,
-    ship_to (a shipper that receives every durable checkpoint and the result, or None)."""
+    """A claimed handoff. Attributes: handoff_id, worker_id, fence, attempt (the take's number
+    since dispatch or requeue), envelope, intent, inputs, last_checkpoint (the state of the
+    last checkpoint, or None), ttl, heartbeat_interval, ship_to (a shipper that receives
+    every durable checkpoint and the result, or None)."""
 
     def __init__(self, store: StoreBackend, row: dict, worker_id: str, ttl: float,
                  heartbeat_interval: float, ship_to: Any = None):
@@ -61,6 +64,7 @@ class TaskContext:
         self.handoff_id: str = row["handoff_id"]
         self.worker_id = worker_id
         self.fence: int = row["record"]["fence"]
+        self.attempt: int = row["record"]["attempts"]
         self.envelope: dict = row["envelope"]
         self.intent: dict = self.envelope["intent"]
         self.inputs: dict = self.intent["inputs"]
@@ -98,6 +102,7 @@ class TaskContext:
         """Extend the lease to now + ttl on the store clock (DHP-LSE-004)."""
         self._write("heartbeat")
 
+    @tracing.traced_checkpoint
     def checkpoint(self, state: Any, spend: int | float = 0) -> dict:
         """Record progress; returns the chained checkpoint record. Once this returns the
         checkpoint survives kill -9 of any process (DHP-CKP-009); a power loss can forget only
@@ -111,6 +116,7 @@ class TaskContext:
             self.ship_to.ship_checkpoint(self.envelope, record)
         return record
 
+    @traced("complete", tracing.leased)
     def complete(self, result: Any) -> dict:
         """Validate `result` against the output schema and complete; returns the result
         record. On SchemaViolation nothing changes and the lease is kept (DHP-RES-002)."""
@@ -120,6 +126,7 @@ class TaskContext:
             self.ship_to.ship_result(self.envelope, record)
         return record
 
+    @traced("release", tracing.leased)
     def release(self, *, delay_s: float | None = None, backoff: bool = False) -> None:
         """Give the handoff back (state released, fence kept) for another worker. `delay_s`
         keeps it from being taken for that many seconds; `backoff=True` says this attempt
@@ -225,6 +232,7 @@ os.register_at_fork(after_in_child=_forget_after_fork)
 
 # --- SDK functions --------------------------------------------------------------------------
 
+@traced("dispatch", tracing.dispatched)
 def dispatch(store: StoreBackend, task_kind: str, inputs: dict, output_schema: dict,
              budget: dict | None = None, progress_timeout_s: float | None = None, *,
              delay_s: float | None = None,
@@ -281,6 +289,7 @@ def _context(store: StoreBackend, row: dict, worker_id: str, ttl: float, interva
     return ctx
 
 
+@traced("claim", tracing.taken)
 def claim(store: StoreBackend, handoff_id: str, worker_id: str, *, ttl: float | None = None,
           heartbeat_interval: float | None = None, ship_to: Any = None) -> TaskContext:
     """Take a pending, released or orphaned handoff (DHP-STM-007); bumps the fence.
@@ -290,6 +299,7 @@ def claim(store: StoreBackend, handoff_id: str, worker_id: str, *, ttl: float | 
     return _context(store, row, worker_id, ttl, interval, ship_to)
 
 
+@traced("recover", tracing.taken)
 def recover(store: StoreBackend, handoff_id: str, worker_id: str, *, ttl: float | None = None,
             heartbeat_interval: float | None = None, ship_to: Any = None) -> TaskContext:
     """Like claim, and also takes a live lease whose owner process is dead (DHP-LSE-005)."""
@@ -298,15 +308,18 @@ def recover(store: StoreBackend, handoff_id: str, worker_id: str, *, ttl: float 
     return _context(store, row, worker_id, ttl, interval, ship_to)
 
 
+@traced("claim_next", tracing.taken)
 def claim_next(store: StoreBackend, task_kinds: str | list[str], worker_id: str, *,
                ttl: float | None = None, heartbeat_interval: float | None = None,
-               ship_to: Any = None, wait: float | None = None) -> TaskContext | None:
+               ship_to: Any = None, wait: float | None = None,
+               stop: threading.Event | None = None) -> TaskContext | None:
     """The next eligible pending, released or orphaned handoff of these kinds (or one whose
     owner is dead, DHP-SCH-005), or None. With `wait` (seconds), blocks until there is one
-    or the time is up, without polling the store (spec/schedule.md)."""
+    or the time is up, without polling the store (spec/schedule.md); setting `stop` and
+    then calling `store.announce_work()` ends the wait early."""
     ttl, interval = _timing(store, ttl, heartbeat_interval)
     kinds = [task_kinds] if isinstance(task_kinds, str) else list(task_kinds)
-    row = operations.take_next(store, kinds, worker_id, ttl, wait=wait)
+    row = operations.take_next(store, kinds, worker_id, ttl, wait=wait, stop=stop)
     return None if row is None else _context(store, row, worker_id, ttl, interval, ship_to)
 
 
@@ -342,16 +355,19 @@ def envelope_of(store: StoreBackend, handoff_id: str) -> dict:
     return operations.get_row(store, handoff_id)["envelope"]
 
 
+@traced("cancel", tracing.by_id)
 def cancel(store: StoreBackend, handoff_id: str) -> None:
     """Cancel (idempotent); the owner learns at its next heartbeat or write (DHP-STM-006)."""
     operations.simple(store, handoff_id, "cancel")
 
 
+@traced("requeue", tracing.by_id)
 def requeue(store: StoreBackend, handoff_id: str) -> None:
     """Move a dead-lettered handoff back to pending with its attempts reset (DHP-BUD-007)."""
     operations.simple(store, handoff_id, "requeue")
 
 
+@traced("orphan", tracing.by_id)
 def orphan(store: StoreBackend, handoff_id: str) -> bool:
     """The supervisor's move: orphan a claimed handoff whose lease expired, whose owner
     process is dead, or which made no progress in time. Conflict if none applies."""

@@ -47,6 +47,7 @@ from dhp.core import machine
 from dhp.core.backend import StoreBackend
 from dhp.core.clock import rfc3339
 from dhp.core.errors import DHPError, InvalidInput
+from dhp.observe import tracing
 from dhp.store import sqlite_supervisor as supervisor_sql
 
 LEADERSHIP = "supervisor"
@@ -108,6 +109,10 @@ class Supervisor:
         line = {"ts": rfc3339(), "supervisor": self.id, "action": action,
                 "handoff_id": handoff_id, "reason": reason, "fence": fence,
                 "leader_fence": self.fence}
+        if handoff_id is not None:  # an orphan or a DLQ move: a span in the handoff's trace
+            tracing.emit(f"supervisor.{action}", time.time_ns(), {
+                "dhp.handoff_id": handoff_id, "dhp.fence": fence, "dhp.reason": reason,
+                "dhp.supervisor_id": self.id})
         if callable(self._out):
             self._out(line)
         else:

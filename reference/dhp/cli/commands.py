@@ -368,5 +368,7 @@ COMMANDS: list[tuple[str, str, Callable, Callable]] = [
 
 def register(command: Callable) -> None:
     """Add every runtime subcommand through cli.py's `command(name, help, configure)`."""
-    for name, help_text, configure, run in COMMANDS:
+    from dhp.cli import observe
+
+    for name, help_text, configure, run in COMMANDS + observe.COMMANDS:
         command(name, help_text, configure)(run)

@@ -24,7 +24,6 @@ import time
 from typing import TextIO
 
 from dhp import api
-from dhp.core import operations
 from dhp.core.backend import StoreBackend
 from dhp.core.errors import BudgetExceeded, Cancelled, DHPError, LeaseLost, SchemaViolation
 from dhp.worker.task import Task
@@ -88,12 +87,8 @@ class Runner:
             self.run_one(ctx)
 
     def take(self) -> api.TaskContext | None:
-        ttl, interval = api._timing(self.store, self.ttl, None)
-        row = operations.take_next(self.store, list(self.tasks), self.worker_id, ttl,
-                                   wait=WAIT_S, stop=self.stop)
-        if row is None:
-            return None
-        return api._context(self.store, row, self.worker_id, ttl, interval, None)
+        return api.claim_next(self.store, list(self.tasks), self.worker_id, ttl=self.ttl,
+                              wait=WAIT_S, stop=self.stop)
 
     def run_one(self, ctx: api.TaskContext) -> None:
         task = self.tasks[ctx.intent["task_kind"]]

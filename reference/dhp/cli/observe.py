@@ -1,0 +1,87 @@
+"""`dhp dashboard` and `dhp metrics`: the store as a live web page and as Prometheus text."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+
+from dhp.cli.commands import EXIT_CODES, default_store, fail, open_store
+from dhp.core.errors import DHPError
+
+
+def dashboard_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", default=None, metavar="PATH", help="the store (default $DHP_STORE)")
+    p.add_argument("--bind", default="127.0.0.1:8480", metavar="HOST:PORT",
+                   help="where to listen (default 127.0.0.1:8480; port 0 picks one)")
+    p.add_argument("--read-only", action="store_true", help="no requeue or cancel buttons")
+    p.epilog = "example:\n  dhp dashboard --store ./data\n\n" + EXIT_CODES
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
+def dashboard(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from dhp.observe.dashboard import serve
+
+    try:
+        store = open_store(args.store or default_store())
+        server = serve(store, args.bind, read_only=args.read_only)
+    except DHPError as exc:
+        return fail(exc, "dhp dashboard")
+    except OSError as exc:
+        print(f"dhp dashboard: error: cannot listen on {args.bind}: {exc}", file=sys.stderr)
+        return 2
+    mode = "read-only" if args.read_only else f"token for requeue and cancel: {server.token}"
+    print(f"dhp dashboard: {server.url}  ({mode})", file=sys.stderr, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def metrics_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", default=None, metavar="PATH", help="the store (default $DHP_STORE)")
+    p.add_argument("--serve", default=None, metavar="HOST:PORT",
+                   help="serve /metrics for Prometheus instead of printing once")
+    p.epilog = ("example:\n  dhp metrics --store ./data --serve 127.0.0.1:9464\n\n"
+                "needs the `otel` extra\n\n" + EXIT_CODES)
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
+def metrics(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    try:
+        import prometheus_client
+
+        from dhp.observe import metrics as dhp_metrics
+        dhp_metrics.prometheus_reader()
+    except ImportError:
+        print("dhp metrics: error: needs the `otel` extra: pip install "
+              "'durable-handoff[otel]'", file=sys.stderr)
+        return 2
+    try:
+        store = open_store(args.store or default_store())
+    except DHPError as exc:
+        return fail(exc, "dhp metrics")
+    dhp_metrics.observe_store(store)
+    if args.serve is None:
+        sys.stdout.write(prometheus_client.generate_latest().decode())
+        return 0
+    host, _, port = args.serve.rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        parser.error(f"--serve {args.serve!r}: give HOST:PORT with a port in 0..65535")
+    server, _ = prometheus_client.start_http_server(int(port), addr=host)
+    print(f"dhp metrics: http://{host}:{server.server_port}/metrics", file=sys.stderr,
+          flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+COMMANDS = [
+    ("dashboard", "a live web page of the store: handoffs, timelines, chains, the DLQ",
+     dashboard_args, dashboard),
+    ("metrics", "the store's metrics as Prometheus text (once, or served with --serve)",
+     metrics_args, metrics),
+]

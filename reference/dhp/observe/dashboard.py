@@ -1,0 +1,213 @@
+"""`dhp dashboard`: a live web view of a store, served by the standard library.
+
+The page (static/, plain HTML/CSS/JS, no build step) polls a small JSON API once a second:
+
+    GET  /api/overview                 counts by state, leases, DLQ depth, supervisor leadership
+    GET  /api/handoffs?state=&kind=    newest first (at most 500)
+    GET  /api/handoffs/ID              status, envelope, checkpoints with the chain verified,
+                                       result or DLQ reason, and the timeline
+    POST /api/handoffs/ID/requeue      needs `Authorization: Bearer TOKEN`; refused with
+    POST /api/handoffs/ID/cancel       --read-only
+    GET  /metrics                      Prometheus text (with the `otel` extra)
+
+Mutating calls need the token printed at start: a page on 127.0.0.1 is still reachable by
+every local user and by other sites' scripts through the browser, so knowing the URL is not
+enough to change work.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import secrets
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from dhp import api
+from dhp.core import chain
+from dhp.core.errors import Conflict, DHPError, IntegrityError, InvalidInput, NotFound
+from dhp.observe import metrics
+
+STATIC = {"/": ("index.html", "text/html; charset=utf-8"),
+          "/app.js": ("app.js", "text/javascript; charset=utf-8"),
+          "/style.css": ("style.css", "text/css; charset=utf-8")}
+LIST_LIMIT = 500
+CHAIN_ROWS = 50      # the chain is verified whole; the page shows its last records
+STATE_PREVIEW = 400  # characters of a checkpoint's state shown in the chain table
+
+
+def overview(store: Any) -> dict:
+    counts = metrics.store_counts(store)
+    return dict(counts, supervisor=leadership(store))
+
+
+def leadership(store: Any) -> dict | None:
+    """The supervisors' leadership row, where the backend has one."""
+    try:
+        from dhp.store import sqlite_supervisor
+        from dhp.supervisor import LEADERSHIP
+
+        with store.transaction(write=False) as tx:
+            row = sqlite_supervisor.get_leader(tx, LEADERSHIP)
+            now = store.now()
+    except DHPError:
+        return None
+    if row is None:
+        return None
+    return {"holder": row["holder"], "fence": row["fence"],
+            "expires_in": round(row["expires_at"] - now, 3)}
+
+
+def handoff_list(store: Any, state: str | None, kind: str | None) -> list[dict]:
+    items = api.list_handoffs(store, state=state or None, task_kind=kind or None)
+    return items[::-1][:LIST_LIMIT]
+
+
+def handoff_detail(store: Any, hid: str) -> dict:
+    status = api.status(store, hid)
+    envelope = api.envelope_of(store, hid)
+    records = api.checkpoints(store, hid)
+    verifier = chain.ChainVerifier(hid)
+    problem = None
+    for record in records:
+        try:
+            verifier.add(record)
+        except (IntegrityError, InvalidInput) as exc:
+            problem = f"seq {record.get('seq')}: {exc}"
+            break
+    result = api.result(store, hid) if status["state"] == "completed" else None
+    rows = [{"seq": r["seq"], "fence": r["fence"], "hash": r["hash"],
+             "state": json.dumps(r["state"])[:STATE_PREVIEW]} for r in records[-CHAIN_ROWS:]]
+    return {"status": status, "envelope": envelope, "checkpoints": rows,
+            "chain": {"verified": problem is None, "problem": problem, "count": len(records)},
+            "result": result, "timeline": timeline(envelope, status, records)}
+
+
+def timeline(envelope: dict, status: dict, records: list[dict]) -> list[dict]:
+    """Dispatch, each lease (by fence) with the checkpoints made under it, then the end.
+    The store keeps the worker of the current lease only; earlier workers are in the traces."""
+    events = [{"what": "dispatched", "at": envelope.get("created_at"),
+               "detail": envelope["intent"]["task_kind"]}]
+    by_fence: dict[int, list[int]] = {}
+    for record in records:
+        by_fence.setdefault(record["fence"], []).append(record["seq"])
+    current = status["fence"]
+    for fence in sorted(set(by_fence) | ({current} if current else set())):
+        seqs = by_fence.get(fence, [])
+        who = status["owner"] if fence == current and status["owner"] else None
+        made = f"checkpoints {seqs[0]}–{seqs[-1]}" if seqs else "no checkpoint"
+        events.append({"what": "taken", "fence": fence, "worker": who, "detail": made})
+    end = {"completed": "completed", "dead_lettered": "dead-lettered",
+           "cancelled": "cancelled"}.get(status["state"])
+    if end:
+        events.append({"what": end, "detail": status["dlq_reason"] or ""})
+    return events
+
+
+class Dashboard(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], store: Any, *, token: str,
+                 read_only: bool = False):
+        super().__init__(address, Handler)
+        self.store, self.token, self.read_only = store, token, read_only
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}/"
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: Dashboard
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # one line per poll would drown the terminal
+
+    def _send(self, code: int, body: bytes, content_type: str) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, code: int, obj: Any) -> None:
+        self._send(code, json.dumps(obj, allow_nan=False).encode(), "application/json")
+
+    def _error(self, code: int, message: str) -> None:
+        self._json(code, {"error": message})
+
+    def do_GET(self) -> None:  # noqa: N802 (the http.server interface)
+        url = urlparse(self.path)
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        store = self.server.store
+        try:
+            if url.path in STATIC:
+                name, kind = STATIC[url.path]
+                body = resources.files("dhp.observe").joinpath("static", name).read_bytes()
+                return self._send(200, body, kind)
+            if url.path == "/api/overview":
+                return self._json(200, dict(overview(store), read_only=self.server.read_only))
+            if url.path == "/api/handoffs":
+                return self._json(200, handoff_list(store, query.get("state"),
+                                                    query.get("kind")))
+            if url.path.startswith("/api/handoffs/"):
+                return self._json(200, handoff_detail(store, url.path.split("/")[3]))
+            if url.path == "/metrics":
+                return self._metrics()
+            self._error(404, f"no page {url.path}")
+        except NotFound as exc:
+            self._error(404, str(exc))
+        except DHPError as exc:
+            self._error(400, str(exc))
+
+    def do_POST(self) -> None:  # noqa: N802
+        parts = urlparse(self.path).path.split("/")
+        if len(parts) != 5 or parts[:3] != ["", "api", "handoffs"] or \
+                parts[4] not in ("requeue", "cancel"):
+            return self._error(404, f"no action {self.path}")
+        if self.server.read_only:
+            return self._error(403, "this dashboard is read-only (--read-only)")
+        given = self.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        if not hmac.compare_digest(given.encode(), self.server.token.encode()):
+            return self._error(401, "requeue and cancel need the token that `dhp dashboard` "
+                                    "printed at start (Authorization: Bearer TOKEN)")
+        hid, action = parts[3], parts[4]
+        try:
+            (api.requeue if action == "requeue" else api.cancel)(self.server.store, hid)
+        except NotFound as exc:
+            return self._error(404, str(exc))
+        except (Conflict, DHPError) as exc:
+            return self._error(409, str(exc))
+        self._json(200, {"ok": True, "status": api.status(self.server.store, hid)})
+
+    def _metrics(self) -> None:
+        try:
+            from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+        except ImportError:
+            return self._error(404, "metrics need the `otel` extra (pip install "
+                                    "'durable-handoff[otel]')")
+        self._send(200, generate_latest(), CONTENT_TYPE_LATEST)
+
+
+def serve(store: Any, bind: str, *, read_only: bool = False, token: str | None = None,
+          ready: threading.Event | None = None) -> Dashboard:
+    """Start the dashboard in a background thread; returns the server (`.url`, `.token`)."""
+    host, _, port = bind.rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise InvalidInput(f"--bind {bind!r}: give HOST:PORT with a port in 0..65535")
+    server = Dashboard((host, int(port)), store, token=token or secrets.token_urlsafe(18),
+                       read_only=read_only)
+    try:
+        metrics.prometheus_reader()
+        metrics.observe_store(store)
+    except ImportError:
+        print("dhp dashboard: no metrics endpoint (install the `otel` extra)", file=sys.stderr)
+    threading.Thread(target=server.serve_forever, daemon=True, name="dhp-dashboard").start()
+    return server

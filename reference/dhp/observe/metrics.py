@@ -1,0 +1,140 @@
+"""DHP's metrics through the OpenTelemetry metrics API, and a Prometheus text endpoint.
+
+Two kinds. Counted where the work happens, in every process that runs operations (workers,
+dispatchers): operations by outcome (checkpoints among them), fence bumps, budget refusals
+by cap; each operation's latency is its span's. Read from the store on each collection, in
+any process that calls `observe_store` (the dashboard, `dhp metrics --serve`): handoffs by
+state, live and expired leases, DLQ depth. Names are in docs/guide/observing.md.
+
+Without opentelemetry installed, `count` is a no-op and nothing is imported.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from typing import Any
+
+try:
+    from opentelemetry import metrics
+except ImportError:  # the `otel` extra is not installed
+    metrics = None
+
+from dhp.core import machine
+
+METER = "dhp"
+TAKES = {"claim", "recover", "claim_next"}
+_instruments: dict[str, Any] = {}
+_lock = threading.Lock()
+
+
+def _meter_instruments() -> dict[str, Any]:
+    """Created on first use, so a MeterProvider set up after `import dhp` is the one used."""
+    with _lock:
+        if not _instruments:
+            meter = metrics.get_meter(METER)
+            _instruments.update(
+                operations=meter.create_counter(
+                    "dhp.operations", unit="{operation}",
+                    description="SDK operations by dhp.operation and dhp.outcome (ok or the "
+                                "error code); checkpoints/s is the rate of operation "
+                                "checkpoint, outcome ok"),
+                fence_bumps=meter.create_counter(
+                    "dhp.fence_bumps", unit="{take}",
+                    description="claims and recoveries that took a handoff (each bumps its "
+                                "fence)"),
+                budget_refusals=meter.create_counter(
+                    "dhp.budget_refusals", unit="{refusal}",
+                    description="writes refused by a budget cap (dhp.cap); each parks the "
+                                "handoff in the DLQ"))
+    return _instruments
+
+
+@functools.cache
+def _labels(operation: str, outcome: str) -> dict[str, str]:
+    return {"dhp.operation": operation, "dhp.outcome": outcome}  # built once per pair
+
+
+def meter_provider() -> Any:
+    return None if metrics is None else metrics.get_meter_provider()
+
+
+def count(operation: str, attributes: dict, error: Any = None, n: int = 1) -> None:
+    """Record `n` finished operations (called by the tracing decorators): one counter add;
+    the rare takes and refusals add one more."""
+    if metrics is None:
+        return
+    found = _instruments or _meter_instruments()
+    found["operations"].add(n, _labels(operation, "ok" if error is None else error.code))
+    if error is None and operation in TAKES and attributes.get("dhp.handoff_id"):
+        found["fence_bumps"].add(1)
+    if error is not None and error.code == "budget_exceeded":
+        cap = (error.details or {}).get("cap") if isinstance(error.details, dict) else None
+        found["budget_refusals"].add(1, {"dhp.cap": cap or _cap_named(str(error))})
+
+
+def _cap_named(message: str) -> str:
+    for cap in ("max_attempts", "max_steps", "max_spend", "max_wall_clock_s"):
+        if cap in message:
+            return cap
+    return "unknown"
+
+
+def store_counts(store: Any) -> dict[str, Any]:
+    """Handoffs by effective state, live and expired leases, DLQ depth: one read of the
+    store (every handoff's record; no checkpoints)."""
+    with store.transaction(write=False) as tx:
+        now = store.now()
+        records = [row["record"] for row in tx.select()]
+    states = dict.fromkeys(machine.STATES, 0)
+    live = expired = 0
+    for record in records:
+        states[machine.effective_state(record, now)] += 1
+        if record["state"] == "claimed":
+            if record["lease_expires_at"] > now:
+                live += 1
+            else:
+                expired += 1
+    return {"states": states, "leases": {"live": live, "expired": expired},
+            "dlq": states["dead_lettered"]}
+
+
+def observe_store(store: Any, max_age_s: float = 2.0) -> None:
+    """Register gauges read from `store` at each collection (cached `max_age_s`, so several
+    gauges in one scrape cost one read)."""
+    if metrics is None:
+        return
+    from opentelemetry.metrics import Observation
+
+    cache: dict[str, Any] = {"at": -1e9, "value": None}
+
+    def counts() -> dict[str, Any]:
+        if time.monotonic() - cache["at"] > max_age_s:
+            cache.update(at=time.monotonic(), value=store_counts(store))
+        return cache["value"]
+
+    meter = metrics.get_meter(METER)
+    meter.create_observable_gauge(
+        "dhp.handoffs", unit="{handoff}", description="handoffs by effective state (dhp.state)",
+        callbacks=[lambda options: [Observation(n, {"dhp.state": s})
+                                    for s, n in counts()["states"].items()]])
+    meter.create_observable_gauge(
+        "dhp.leases", unit="{lease}", description="claimed handoffs by lease (dhp.lease: live "
+                                                  "or expired)",
+        callbacks=[lambda options: [Observation(n, {"dhp.lease": k})
+                                    for k, n in counts()["leases"].items()]])
+    meter.create_observable_gauge(
+        "dhp.dlq.depth", unit="{handoff}", description="handoffs in the dead-letter queue",
+        callbacks=[lambda options: [Observation(counts()["dlq"])]])
+
+
+def prometheus_reader() -> Any:
+    """Make the global MeterProvider export to Prometheus (prometheus_client's registry);
+    returns the reader. Needs the `otel` extra."""
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+    from opentelemetry.sdk.metrics import MeterProvider
+
+    reader = PrometheusMetricReader()
+    metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+    return reader

@@ -1,0 +1,157 @@
+"""`dhp dashboard` in a real browser (Debian's chromium driven by Playwright; no browser is
+downloaded): it loads, shows a live handoff changing state while its worker runs and is
+SIGKILLed and a standby takes over, shows the timeline and the verified chain, and requeues a
+DLQ entry with the token and refuses without it. With DHP_SCREENSHOTS=DIR it also writes the
+screenshots shown in the docs."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import dhp
+import pytest
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+WORKER = """
+import sys, time, dhp
+store = dhp.Store(sys.argv[1])
+with dhp.claim(store, sys.argv[2], "worker-1") as ctx:
+    for n in range(1, 200):
+        ctx.checkpoint({"page": n})
+        print("checkpoint", n, flush=True)
+        time.sleep(0.3)
+"""
+
+
+def browser():
+    """A headless Chromium page, or a skip (a failure when DHP_REQUIRE_BROWSER=1, as in CI)."""
+    why = None
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        why = "playwright is not installed (pip install playwright)"
+    if why is None and not os.path.exists(CHROMIUM):
+        why = "no chromium (apt-get install chromium)"
+    if why is not None:
+        if os.environ.get("DHP_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"DHP_REQUIRE_BROWSER=1 but {why}")
+        pytest.skip(why)
+    return sync_playwright()
+
+
+@pytest.fixture
+def dashboard(tmp_path):
+    store = tmp_path / "store"
+    dhp.Store(store).close()
+    proc = subprocess.Popen([sys.executable, "-m", "dhp.cli.main", "dashboard", "--store",
+                             str(store), "--bind", "127.0.0.1:0"], stderr=subprocess.PIPE,
+                            text=True)
+    line = proc.stderr.readline()
+    found = re.search(r"(http://\S+/)\s+\(token for requeue and cancel: (\S+)\)", line)
+    assert found, line
+    yield found.group(1), found.group(2), store
+    proc.terminate()
+    proc.wait(30)
+
+
+def post(url: str, token: str | None) -> int:
+    request = urllib.request.Request(url, method="POST", headers=(
+        {"Authorization": f"Bearer {token}"} if token else {}))
+    try:
+        return urllib.request.urlopen(request, timeout=30).status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_dashboard_live_takeover_and_dlq_requeue(dashboard, tmp_path):
+    url, token, store_path = dashboard
+    store = dhp.Store(store_path)
+    live = dhp.dispatch(store, "pages.fetch", {"pages": 60}, {"type": "object"})
+    parked = dhp.dispatch(store, "pages.fetch", {"pages": 1}, {"type": "object"},
+                          {"max_attempts": 1})
+    dhp.claim(store, parked, "w0", heartbeat_interval=0).release()
+    with pytest.raises(dhp.BudgetExceeded):
+        dhp.claim(store, parked, "w0")
+    worker = subprocess.Popen([sys.executable, "-c", WORKER, str(store_path), live],
+                              stdout=subprocess.PIPE, text=True)
+    shots = os.environ.get("DHP_SCREENSHOTS")
+    with browser() as p:
+        page = p.chromium.launch(executable_path=CHROMIUM).new_page(
+            viewport={"width": 1280, "height": 800})
+        page.goto(url)
+        row = page.locator(f'tr[data-id="{live}"]')
+        row.locator("text=claimed").wait_for(timeout=30_000)
+        assert "worker-1" in row.inner_text()
+        for line in worker.stdout:  # a few checkpoints in
+            if line.strip() == "checkpoint 3":
+                break
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait(30)
+        ctx = dhp.recover(store, live, "standby")  # the owner is dead: taken at once
+        page.wait_for_function(  # the page updated itself: no reload
+            "id => document.querySelector(`tr[data-id='${id}']`).innerText.includes('standby')",
+            arg=live, timeout=30_000)
+        assert "\t2\t" in row.inner_text()  # fence 2
+        if shots:
+            page.screenshot(path=f"{shots}/dashboard-list.png", full_page=True)
+
+        dead = page.locator(f'tr[data-id="{parked}"]')
+        dead.locator("text=dead_lettered").wait_for(timeout=30_000)
+        dead.locator("button", has_text="requeue").click()
+        page.locator("#message", has_text="token").wait_for(timeout=30_000)
+        assert dhp.status(store, parked)["state"] == "dead_lettered"  # refused without it
+        assert page.locator("#token-box").get_attribute("open") is not None  # asks for it
+        page.fill("#token", token)
+        page.locator("#token").dispatch_event("change")
+        dead.locator("button", has_text="requeue").click()
+        dead.locator("text=pending").wait_for(timeout=30_000)
+        assert dhp.status(store, parked)["state"] == "pending"
+
+        ctx.checkpoint({"page": 60})
+        ctx.complete({"pages": 60})
+        page.goto(f"{url}#/h/{live}")
+        page.locator("#d-chain", has_text="verified").wait_for(timeout=30_000)
+        timeline = page.locator("#d-timeline").inner_text()
+        assert "taken fence 1" in timeline and "taken fence 2" in timeline
+        assert "completed" in timeline
+        assert '"pages": 60' in page.locator("#d-result").inner_text()
+        if shots:
+            page.screenshot(path=f"{shots}/dashboard-handoff.png", full_page=True)
+            page.set_viewport_size({"width": 390, "height": 844})
+            page.goto(url)
+            page.locator(f'tr[data-id="{live}"]').wait_for(timeout=30_000)
+            page.screenshot(path=f"{shots}/dashboard-phone.png", full_page=True)
+
+
+def test_mutations_need_the_token_and_read_only_refuses(dashboard, tmp_path):
+    url, token, store_path = dashboard
+    store = dhp.Store(store_path)
+    hid = dhp.dispatch(store, "k", {}, {"type": "object"})
+    assert post(f"{url}api/handoffs/{hid}/cancel", None) == 401
+    assert post(f"{url}api/handoffs/{hid}/cancel", "wrong") == 401
+    assert dhp.status(store, hid)["state"] == "pending"
+    assert post(f"{url}api/handoffs/{hid}/cancel", token) == 200
+    assert dhp.status(store, hid)["state"] == "cancelled"
+    assert post(f"{url}api/handoffs/{hid}/requeue", token) == 409  # not dead-lettered
+    missing = "sha256:" + "0" * 64
+    assert post(f"{url}api/handoffs/{missing}/cancel", token) == 404
+    detail = json.loads(urllib.request.urlopen(f"{url}api/handoffs/{hid}", timeout=30).read())
+    assert detail["status"]["state"] == "cancelled" and detail["chain"]["verified"]
+
+    proc = subprocess.Popen([sys.executable, "-m", "dhp.cli.main", "dashboard", "--store",
+                             str(store_path), "--bind", "127.0.0.1:0", "--read-only"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        ro = re.search(r"http://\S+/", proc.stderr.readline()).group(0)
+        assert post(f"{ro}api/handoffs/{hid}/cancel", token) == 403
+    finally:
+        proc.terminate()
+        proc.wait(30)

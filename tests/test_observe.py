@@ -1,0 +1,125 @@
+"""Observability: one trace per handoff across worker deaths (real SIGKILLs), metrics read back
+through the OpenTelemetry SDK and scraped from the Prometheus endpoint, and zero cost without
+OpenTelemetry. Each story runs in a process of its own (tests/helpers/otel_story.py): the
+OpenTelemetry providers are process-wide. The dashboard in a real browser is in
+tests/test_dashboard.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk", reason="tracing and metrics need the `otel` extra")
+
+import dhp  # noqa: E402
+
+STORY = Path(__file__).resolve().parent / "helpers" / "otel_story.py"
+
+
+def story(*args: str, expect_kill: bool = False, window: str = "0") -> dict | None:
+    env = dict(os.environ, DHP_TRACE_CHECKPOINT_WINDOW=window)
+    proc = subprocess.run([sys.executable, str(STORY), *args], capture_output=True, text=True,
+                          timeout=120, env=env)
+    if expect_kill:
+        assert proc.returncode == -signal.SIGKILL, proc.stderr
+        return None
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_twice_killed_handoff_is_one_trace_with_three_attempts(tmp_path):
+    store = tmp_path / "store"
+    hid = dhp.dispatch(dhp.Store(store), "traced", {"n": 3}, {"type": "object"})
+    spans = tmp_path / "spans.jsonl"
+    story("worker", str(store), hid, "worker-1", str(spans), expect_kill=True)
+    story("worker", str(store), hid, "worker-2", str(spans), expect_kill=True)
+    out = story("finish", str(store), hid, str(spans))
+    trace_id = hid[7:39]
+    killed, finisher = out["killed"], out["finisher"]
+    assert {s["trace_id"] for s in killed} == {"0x" + trace_id}
+    assert {s["trace_id"] for s in finisher} == {trace_id}
+    takes = [s["attributes"] for s in killed + finisher
+             if s["name"] in ("dhp.claim", "dhp.recover")]
+    assert [(t["dhp.attempt"], t["dhp.fence"], t["dhp.worker_id"]) for t in takes] == [
+        (1, 1, "worker-1"), (2, 2, "worker-2"), (3, 3, "finisher")]
+    seqs = [s["attributes"]["dhp.seq"] for s in killed + finisher
+            if s["name"] == "dhp.checkpoint"]
+    assert seqs == [1, 2, 3, 4, 5]
+    assert [s["name"] for s in finisher][-1] == "dhp.complete"
+    for span in killed + finisher:
+        assert span["attributes"]["dhp.handoff_id"] == hid
+        assert span["attributes"]["dhp.task_kind"] == "traced"
+
+
+def test_checkpoints_of_a_lease_share_one_span_per_window(tmp_path):
+    """The default: a span per lease per second of checkpoints, not one per checkpoint."""
+    out = story("caller", str(tmp_path / "store"), window="60")
+    (span,) = [s for s in out["spans"] if s["name"] == "dhp.checkpoint"]
+    assert span["attributes"]["dhp.seq.first"] == 1
+    assert span["attributes"]["dhp.seq"] == span["attributes"]["dhp.checkpoints"] == 3
+    names = [s["name"] for s in out["spans"]]
+    assert names.index("dhp.checkpoint") < names.index("dhp.complete")  # flushed first
+
+
+def test_an_operation_inside_the_callers_span_keeps_its_parent_and_links(tmp_path):
+    out = story("caller", str(tmp_path / "store"))
+    claim = next(s for s in out["spans"] if s["name"] == "dhp.claim")
+    assert claim["trace_id"] == out["mine"] and claim["parent"] == out["mine_span"]
+    assert claim["links"] == [out["hid"][7:39]]  # and it still reaches the handoff's trace
+
+
+def test_metrics_read_back_through_the_sdk(tmp_path):
+    found = story("metrics", str(tmp_path / "store"))
+    assert found['dhp.operations{"dhp.operation": "dispatch", "dhp.outcome": "ok"}'] == 3
+    assert found['dhp.operations{"dhp.operation": "checkpoint", "dhp.outcome": '
+                 '"budget_exceeded"}'] == 1
+    assert found['dhp.operations{"dhp.operation": "checkpoint", "dhp.outcome": "ok"}'] == 2
+    assert found["dhp.fence_bumps{}"] == 2
+    assert found['dhp.budget_refusals{"dhp.cap": "max_steps"}'] == 1
+    assert found['dhp.handoffs{"dhp.state": "pending"}'] == 1
+    assert found['dhp.handoffs{"dhp.state": "claimed"}'] == 1
+    assert found['dhp.handoffs{"dhp.state": "dead_lettered"}'] == 1
+    assert found['dhp.leases{"dhp.lease": "live"}'] == 1
+    assert found["dhp.dlq.depth{}"] == 1
+
+
+def test_without_opentelemetry_nothing_is_wrapped_or_imported():
+    out = story("bare")
+    assert out == {"wrapped": False, "otel_modules": [], "state": "completed"}
+
+
+def test_prometheus_endpoint_is_scraped(tmp_path):
+    pytest.importorskip("prometheus_client", reason="the endpoint needs the `otel` extra")
+    store = dhp.Store(tmp_path / "store")
+    hid = dhp.dispatch(store, "scraped", {}, {"type": "object"})
+    dhp.cancel(store, hid)
+    dhp.dispatch(store, "scraped", {"n": 2}, {"type": "object"})
+    proc = subprocess.Popen([sys.executable, "-m", "dhp.cli.main", "metrics", "--store",
+                             str(tmp_path / "store"), "--serve", "127.0.0.1:0"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        url = re.search(r"http://\S+/metrics", proc.stderr.readline()).group(0)
+        text = urllib.request.urlopen(url, timeout=30).read().decode()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert re.search(r'^dhp_handoffs\{dhp_state="pending"[^}]*\} 1\.0$', text, re.M), text
+    assert re.search(r'^dhp_handoffs\{dhp_state="cancelled"[^}]*\} 1\.0$', text, re.M), text
+    assert re.search(r"^dhp_dlq_depth(\{[^}]*\})? 0\.0$", text, re.M), text
+
+
+def test_metrics_once_prints_prometheus_text(tmp_path):
+    pytest.importorskip("prometheus_client", reason="needs the `otel` extra")
+    dhp.dispatch(dhp.Store(tmp_path / "store"), "once", {}, {"type": "object"})
+    proc = subprocess.run([sys.executable, "-m", "dhp.cli.main", "metrics", "--store",
+                           str(tmp_path / "store")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r'^dhp_handoffs\{dhp_state="pending"[^}]*\} 1\.0$', proc.stdout, re.M)
