@@ -59,7 +59,6 @@ class Runner:
         self.out = out
         self.ttl = ttl
         self.busy = False  # running a function (a drain must interrupt or wait for it)
-        self.done = 0
 
     def log(self, event: str, text: str) -> None:
         log_line(self.out, self.worker_id, event, text)
@@ -104,7 +103,6 @@ class Runner:
                 self.busy = False
             if ctx.active:  # the function may have completed or released by itself
                 ctx.complete(result)
-            self.done += 1
             self.log("complete", f"{label} in {time.monotonic() - start:.3f}s")
         except _LOST as exc:
             self.log("lost", f"{label}: {exc}")
