@@ -98,7 +98,9 @@ def _run_vectors(validate, as_json: bool) -> int:
 
 # --- entry point ----------------------------------------------------------------------------
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; with `argv`, only the command it names is configured (a command's options
+    may import what it runs: `dhp status` and `dhp --version` should not pay for the demo)."""
     from . import (
         commands,  # the store commands (dispatch, status, ls, ...) register here
         worker,
@@ -108,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
         commands.register(command)
     if "worker" not in COMMANDS:
         worker.register(command)
+    named = [a for a in argv or [] if a in COMMANDS]
     parser = argparse.ArgumentParser(prog="dhp", description="DHP, the Durable Handoff Protocol",
                                      epilog=commands.EXIT_CODES,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -115,13 +118,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, cmd in COMMANDS.items():
         p = sub.add_parser(name, help=cmd.help, description=cmd.help)
-        cmd.configure(p)
+        if argv is None or name in named[:1]:  # no command named: the list needs no options
+            cmd.configure(p)
         p.set_defaults(_command=cmd, _parser=p)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: usage errors exit 2, --help/--version exit 0

@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+import time
 
-from dhp.cli.commands import EXIT_CODES, default_store, fail, open_store
+from dhp.cli.commands import EXIT_CODES, default_store, fail, open_store, table
 from dhp.core.errors import DHPError
+
+CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen
 
 
 def dashboard_args(p: argparse.ArgumentParser) -> None:
@@ -79,7 +82,60 @@ def metrics(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return 0
 
 
+def top_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", default=None, metavar="PATH", help="the store (default $DHP_STORE)")
+    p.add_argument("--interval", type=float, default=1.0, metavar="S",
+                   help="seconds between refreshes (default 1)")
+    p.add_argument("--limit", type=int, default=20, metavar="N",
+                   help="newest handoffs shown (default 20)")
+    p.add_argument("--once", action="store_true", help="print one view and exit")
+    p.epilog = "example:\n  dhp top --store ./data\n\n" + EXIT_CODES
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
+def top_view(store, limit: int) -> str:
+    """Counts by state, leases and DLQ, then the newest handoffs."""
+    from dhp import api
+    from dhp.observe.metrics import store_counts
+
+    counts = store_counts(store)
+    states = "  ".join(f"{s} {n}" for s, n in counts["states"].items() if n) or "no handoffs"
+    head = (f"{time.strftime('%H:%M:%S')}  {states}  |  leases {counts['leases']['live']} live "
+            f"/ {counts['leases']['expired']} expired  |  DLQ {counts['dlq']}")
+    newest = api.list_handoffs(store)[::-1][:limit]
+    rows = [[s["handoff_id"][7:19], s["state"], s["task_kind"], s["owner"], s["fence"],
+             s["attempts"], s["checkpoints"]["count"],
+             None if s["lease_expires_in"] is None else
+             f"{s['lease_expires_in']:.1f}s" if s["lease_expires_in"] > 0 else "expired"]
+            for s in newest]
+    heads = ["HANDOFF", "STATE", "KIND", "OWNER", "FENCE", "ATTEMPTS", "CKPTS", "LEASE"]
+    return head + "\n\n" + table(heads, rows)
+
+
+def top(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if args.interval <= 0 or args.limit < 1:
+        parser.error("--interval must be above 0 and --limit at least 1")
+    try:
+        store = open_store(args.store or default_store())
+        while True:
+            view = top_view(store, args.limit)
+            if sys.stdout.isatty():
+                sys.stdout.write(CLEAR + view + "\n")
+            else:  # a pipe or a log: one block per refresh
+                sys.stdout.write(view + "\n\n")
+            sys.stdout.flush()
+            if args.once:
+                return 0
+            time.sleep(args.interval)
+    except DHPError as exc:
+        return fail(exc, "dhp top")
+    except KeyboardInterrupt:
+        return 0
+
+
 COMMANDS = [
+    ("top", "a live terminal view of the store: counts and the newest handoffs", top_args,
+     top),
     ("dashboard", "a live web page of the store: handoffs, timelines, chains, the DLQ",
      dashboard_args, dashboard),
     ("metrics", "the store's metrics as Prometheus text (once, or served with --serve)",

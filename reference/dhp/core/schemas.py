@@ -5,22 +5,26 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dhp_data
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-from referencing import Registry, Resource
-from referencing.exceptions import Unresolvable
-from referencing.jsonschema import DRAFT202012
 
 from dhp.core.canonical import child_path
 from dhp.core.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+    from referencing import Registry
+
+# jsonschema and referencing are imported where they are used: a command that validates
+# nothing (`dhp status`, `dhp --version`) starts without them.
 
 
 @cache
 def registry() -> Registry:
     """Every shipped schema, addressable by its `$id` for cross-schema `$ref`s."""
+    from referencing import Registry, Resource
+
     resources = []
     for file in sorted(dhp_data.path("schemas").glob("*.json")):
         schema = json.loads(file.read_text(encoding="utf-8"))
@@ -37,6 +41,8 @@ def schema(name: str) -> dict:
 
 @cache
 def validator(name: str) -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+
     return Draft202012Validator(schema(name), registry=registry(),
                                 format_checker=Draft202012Validator.FORMAT_CHECKER)
 
@@ -73,6 +79,10 @@ def user_schema_validator(output_schema: dict) -> Draft202012Validator:
 
 @cache
 def _compiled_user_schema(text: str) -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+    from referencing import Registry
+
     output_schema = json.loads(text)
     try:
         Draft202012Validator.check_schema(output_schema)
@@ -92,6 +102,10 @@ def _compiled_user_schema(text: str) -> Draft202012Validator:
 def _outside_refs(output_schema: Any) -> list[str]:
     """The `$ref` / `$dynamicRef` values that do not resolve inside the schema itself
     (network, file or relative references; DHP-SEC-003), found without fetching anything."""
+    from referencing import Registry, Resource
+    from referencing.exceptions import Unresolvable
+    from referencing.jsonschema import DRAFT202012
+
     found: list[str] = []
 
     def walk(resource: Resource, resolver: Any) -> None:

@@ -6,20 +6,16 @@ by cap; each operation's latency is its span's. Read from the store on each coll
 any process that calls `observe_store` (the dashboard, `dhp metrics --serve`): handoffs by
 state, live and expired leases, DLQ depth. Names are in docs/guide/observing.md.
 
-Without opentelemetry installed, `count` is a no-op and nothing is imported.
+Nothing is imported until the application has imported OpenTelemetry (tracing.configured).
 """
 
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 import time
 from typing import Any
-
-try:
-    from opentelemetry import metrics
-except ImportError:  # the `otel` extra is not installed
-    metrics = None
 
 from dhp.core import machine
 
@@ -31,6 +27,8 @@ _lock = threading.Lock()
 
 def _meter_instruments() -> dict[str, Any]:
     """Created on first use, so a MeterProvider set up after `import dhp` is the one used."""
+    from opentelemetry import metrics
+
     with _lock:
         if not _instruments:
             meter = metrics.get_meter(METER)
@@ -57,14 +55,14 @@ def _labels(operation: str, outcome: str) -> dict[str, str]:
 
 
 def meter_provider() -> Any:
-    return None if metrics is None else metrics.get_meter_provider()
+    """The global MeterProvider, if the application has imported the metrics API."""
+    found = sys.modules.get("opentelemetry.metrics")
+    return None if found is None else found.get_meter_provider()
 
 
 def count(operation: str, attributes: dict, error: Any = None, n: int = 1) -> None:
     """Record `n` finished operations (called by the tracing decorators): one counter add;
     the rare takes and refusals add one more."""
-    if metrics is None:
-        return
     found = _instruments or _meter_instruments()
     found["operations"].add(n, _labels(operation, "ok" if error is None else error.code))
     if error is None and operation in TAKES and attributes.get("dhp.handoff_id"):
@@ -102,9 +100,8 @@ def store_counts(store: Any) -> dict[str, Any]:
 
 def observe_store(store: Any, max_age_s: float = 2.0) -> None:
     """Register gauges read from `store` at each collection (cached `max_age_s`, so several
-    gauges in one scrape cost one read)."""
-    if metrics is None:
-        return
+    gauges in one scrape cost one read). Needs the `otel` extra."""
+    from opentelemetry import metrics
     from opentelemetry.metrics import Observation
 
     cache: dict[str, Any] = {"at": -1e9, "value": None}
@@ -132,6 +129,7 @@ def observe_store(store: Any, max_age_s: float = 2.0) -> None:
 def prometheus_reader() -> Any:
     """Make the global MeterProvider export to Prometheus (prometheus_client's registry);
     returns the reader. Needs the `otel` extra."""
+    from opentelemetry import metrics
     from opentelemetry.exporter.prometheus import PrometheusMetricReader
     from opentelemetry.sdk.metrics import MeterProvider
 

@@ -8,23 +8,21 @@ resuming from shipped checkpoints) joins the same trace without storing or shipp
 trace context, on every backend. An operation called inside a span of the caller's own keeps
 that parent and links to the handoff's trace instead, so neither trace loses it.
 
-Without opentelemetry installed, `traced` returns the function unchanged: zero cost.
-With it, each call also counts in the metrics (dhp.observe.metrics).
+Without opentelemetry installed, `traced` returns the function unchanged: zero cost. With it
+installed, nothing is imported until the application itself has imported OpenTelemetry (it
+cannot have set up a provider before), so the command line starts without it. Each traced
+call also counts in the metrics (dhp.observe.metrics).
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
-
-try:
-    from opentelemetry import trace
-    from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, Status, StatusCode
-except ImportError:  # the `otel` extra is not installed: nothing is traced
-    trace = None
 
 from dhp.core.errors import DHPError
 from dhp.observe import metrics
@@ -33,8 +31,20 @@ TRACER = "dhp"
 Attributes = Callable[[tuple, dict, Any], dict]
 
 
-def handoff_span_context(handoff_id: str) -> SpanContext:
+@functools.cache
+def installed() -> bool:
+    """Whether the `otel` extra is there (looked up once, imported only when used)."""
+    try:
+        return importlib.util.find_spec("opentelemetry") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def handoff_span_context(handoff_id: str) -> Any:
     """The remote root of a handoff's trace, derived from its id alone."""
+    from opentelemetry import trace
+    from opentelemetry.trace import SpanContext
+
     digest = handoff_id.removeprefix("sha256:")
     return SpanContext(trace_id=int(digest[:32], 16), span_id=int(digest[32:48], 16) or 1,
                        is_remote=True, trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED))
@@ -44,14 +54,18 @@ def handoff_span_context(handoff_id: str) -> SpanContext:
 def _tracer() -> Any:
     """Once per process: before a provider is set this is the API's proxy, which follows the
     provider set later."""
+    from opentelemetry import trace
+
     return trace.get_tracer(TRACER)
 
 
 def configured() -> bool:
     """Whether an OpenTelemetry SDK is set up (a tracer or meter provider other than the API's
     proxy); until then every operation skips tracing at the cost of this check."""
-    if trace is None:
-        return False
+    if "opentelemetry.trace" not in sys.modules and "opentelemetry.metrics" not in sys.modules:
+        return False  # never imported by the application, so never configured
+    from opentelemetry import trace
+
     providers = (trace.get_tracer_provider(), metrics.meter_provider())
     return any(not type(p).__name__.lstrip("_").startswith(("Proxy", "NoOp"))
                for p in providers if p is not None)
@@ -61,7 +75,7 @@ def traced(operation: str, attributes: Attributes) -> Callable:
     """Decorator: a span `dhp.<operation>` for each call, in the trace of the handoff named
     by `attributes(args, kwargs, result)` (result is None when the call raised)."""
     def wrap(fn: Callable) -> Callable:
-        if trace is None:
+        if not installed():
             return fn
 
         @functools.wraps(fn)
@@ -93,7 +107,7 @@ CHECKPOINT_WINDOW_S = float(os.environ.get("DHP_TRACE_CHECKPOINT_WINDOW", "1"))
 
 def traced_checkpoint(fn: Callable) -> Callable:
     """Decorator for TaskContext.checkpoint: windowed spans and counts (see above)."""
-    if trace is None:
+    if not installed():
         return fn
 
     @functools.wraps(fn)
@@ -131,9 +145,12 @@ def flush_checkpoints(ctx: Any) -> None:
 
 
 def emit(operation: str, started_ns: int, attributes: dict, error: DHPError | None = None):
-    """Record one finished operation as a span (a no-op without opentelemetry)."""
-    if trace is None:
+    """Record one finished operation as a span (a no-op until OpenTelemetry is set up)."""
+    if not configured():
         return
+    from opentelemetry import trace
+    from opentelemetry.trace import Link, NonRecordingSpan, Status, StatusCode
+
     attributes = {k: v for k, v in attributes.items() if v is not None}
     handoff_id = attributes.get("dhp.handoff_id")
     caller = trace.get_current_span().get_span_context()

@@ -1,0 +1,58 @@
+"""Start-up time of the command line: `dhp --version` and `dhp status ID` (a store with one
+handoff), each run as a fresh process, interleaved, wall time; also Python's own start-up
+(`python -c pass`) in the same rounds, the floor under both.
+
+Prints one JSON line: median and p90 in ms per command.
+
+    python bench/startup.py [--runs 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import emit, log
+
+
+def timed(cmd: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return (time.perf_counter() - started) * 1000
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runs", type=int, default=30)
+    args = p.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="dhp-startup-"))
+    try:
+        dhp = [sys.executable, "-m", "dhp.cli.main"]
+        store = str(folder / "store")
+        hid = subprocess.run([*dhp, "dispatch", "--store", store, "--kind", "bench"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+        commands = {"python": [sys.executable, "-c", "pass"],
+                    "dhp --version": [*dhp, "--version"],
+                    "dhp status": [*dhp, "status", "--store", store, hid]}
+        times: dict[str, list[float]] = {name: [] for name in commands}
+        for run in range(args.runs):
+            for name, cmd in commands.items():
+                times[name].append(timed(cmd))
+            if run % 10 == 9:
+                log(f"{run + 1} runs")
+        emit({"bench": "startup", "runs": args.runs, "ms": {
+            name: {"median": round(statistics.median(v), 1),
+                   "p90": round(statistics.quantiles(v, n=10)[-1], 1)}
+            for name, v in times.items()}})
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
