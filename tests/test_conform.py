@@ -32,7 +32,8 @@ def conform(tmp_path: Path, *args: str, pythonpath: Path | None = None,
     proc = subprocess.run(
         [sys.executable, "-m", "dhp_conform", "--impl", impl, "--seed", "7",
          "--report", str(out), "--history", str(tmp_path / "run"), *args],
-        capture_output=True, text=True, env=env, timeout=120)
+        # generous: several test runs share 2 cores (a quick run took 315 s at load 30)
+        capture_output=True, text=True, env=env, timeout=900)
     report = json.loads(out.read_text()) if out.exists() else {}
     return proc.returncode, report, proc.stdout + proc.stderr
 

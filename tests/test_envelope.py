@@ -211,3 +211,21 @@ def test_output_schema_references_outside_it_are_refused_never_fetched(tmp_path)
         store.close()
         web.shutdown()
         web.server_close()
+
+
+@pytest.mark.covers("DHP-ENV-010", "DHP-ENV-008")
+@pytest.mark.parametrize("created_at, accepted", [
+    ("2016-12-31T23:59:60Z", True),  # a leap second: the reference accepts it
+    ("2016-12-31T15:59:60-08:00", True),  # the same instant with an offset
+    ("2016-12-31T23:58:60Z", False),  # second 60 that is not 23:59:60 UTC
+    ("2017-01-01T00:59:60+01:00", True),  # 23:59:60 UTC across a date change
+])
+def test_leap_seconds_only_at_23_59_60_utc(created_at, accepted):
+    envelope = make_envelope(make_intent("t", {}, {}), created_at=None)
+    envelope["created_at"] = created_at
+    if accepted:
+        check_envelope(envelope)
+    else:
+        with pytest.raises(dhp.InvalidInput) as caught:
+            check_envelope(envelope)
+        assert caught.value.requirement == "DHP-ENV-008"

@@ -19,7 +19,7 @@ from dhp.core.logfile import append_line, encode_line, read_json_lines, read_log
 
 SUITE = json.loads(dhp_data.path("vectors", "log.json").read_text("utf-8"))
 LOG_REQS = ("DHP-LOG-001", "DHP-LOG-002", "DHP-LOG-003", "DHP-LOG-004", "DHP-LOG-005",
-            "DHP-LOG-006", "DHP-LOG-007", "DHP-LOG-009", "DHP-RES-005")
+            "DHP-LOG-006", "DHP-LOG-007", "DHP-LOG-009", "DHP-LOG-011", "DHP-RES-005")
 
 
 def vector_path(test) -> str:
@@ -35,7 +35,7 @@ def read_outcome(path) -> dict:
                 warnings.append(obj["requirement"])
     except DHPError as exc:
         return {"valid": False, "errors": [{"line": exc.details["line"],
-                                            "requirement": exc.requirement}]}
+                                            "requirement": exc.requirement, "code": exc.code}]}
     return {"valid": True, "warnings": warnings}
 
 
@@ -59,7 +59,7 @@ def test_log_vectors_with_the_cli():
                 test["expected"]["warnings"]
         else:
             assert not report["ok"]
-            assert [{"line": p["line"], "requirement": p["requirement"]}
+            assert [{"line": p["line"], "requirement": p["requirement"], "code": p["code"]}
                     for p in report["problems"]] == test["expected"]["errors"], test["id"]
 
 

@@ -4,7 +4,11 @@ integrity checks, claim_next and the O(1) checkpoint path."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
 import time
 
 import pytest
@@ -55,6 +59,7 @@ def test_heartbeat_commits_cheaply_then_restores_full_sync(tmp_path):
     ctx.release()
 
 
+@pytest.mark.covers("DHP-LSE-013", "DHP-LSE-014")
 def test_newer_schema_version_is_refused(tmp_path):
     dhp.Store(tmp_path).close()
     with _db(tmp_path) as conn:
@@ -107,7 +112,7 @@ def test_lease_expiry_on_the_store_clock(tmp_path):
     assert row["record"]["fence"] == fence + 1
 
 
-@pytest.mark.covers("DHP-LSE-006")
+@pytest.mark.covers("DHP-LSE-006", "DHP-LSE-012")
 def test_wall_clock_step_moves_no_lease(tmp_path, monkeypatch):
     assert clock._CLOCK_ID in (getattr(time, "CLOCK_BOOTTIME", None), time.CLOCK_MONOTONIC)
     store = dhp.Store(tmp_path)
@@ -190,6 +195,7 @@ def test_last_checkpoint_reads_one_row_by_primary_key(tmp_path):
     store.close()
 
 
+@pytest.mark.covers("DHP-STM-009", "DHP-STM-010", "DHP-STM-011", "DHP-STM-012")
 def test_claim_next_takes_the_oldest_of_the_kinds(tmp_path):
     tick = TestClock(100.0)
     store = dhp.Store(tmp_path, clock=tick)
@@ -207,15 +213,71 @@ def test_claim_next_takes_the_oldest_of_the_kinds(tmp_path):
     ctx2 = dhp.claim_next(store, "a", "w2", ttl=10.0)
     assert ctx2.handoff_id == second
     assert dhp.claim_next(store, ["a"], "w3") is None
-    tick.now = 110.0  # first's lease expired: claim_next takes it as orphaned
+    tick.now = 110.0  # both leases expired: the older dispatch goes first, as orphaned
     ctx3 = dhp.claim_next(store, ["a"], "w3", ttl=10.0)
-    assert (ctx3.handoff_id, ctx3.fence) in ((first, 2), (second, 2))
+    assert (ctx3.handoff_id, ctx3.fence) == (first, 2)
+    late = dhp.dispatch(store, "a", {"n": 4}, SCHEMA)
+    ctx4 = dhp.claim_next(store, ["a"], "w4", ttl=10.0)
+    assert (ctx4.handoff_id, ctx4.fence) == (second, 2)  # an expired lease before newer work
+    assert dhp.claim_next(store, ["a"], "w5", ttl=10.0).handoff_id == late
     assert dhp.status(store, other_kind)["state"] == "pending"
-    for c in (ctx, ctx2, ctx3):
+    for c in (ctx, ctx2, ctx3, ctx4):
         c._finish()
-    with pytest.raises(InvalidInput):
-        dhp.claim_next(store, [], "w")
+    for bad in ([], ["a", 7]):
+        with pytest.raises(InvalidInput) as caught:
+            dhp.claim_next(store, bad, "w")
+        assert caught.value.requirement == "DHP-STM-012"
     store.close()
+
+
+@pytest.mark.covers("DHP-LSE-012")
+def test_every_process_reads_the_same_store_clock():
+    """DHP-LSE-012 (a): another process's reading falls between two readings of this one."""
+    before = clock.store_clock()
+    child = subprocess.run([sys.executable, "-c", "from dhp.core import clock; "
+                            "print(repr(clock.store_clock()))"], capture_output=True, text=True,
+                           timeout=60, check=True)
+    after = clock.store_clock()
+    assert before <= float(child.stdout) <= after
+
+
+HOLDER = """
+import os, sys, threading, time
+from pathlib import Path
+from dhp import api
+store = api.Store(sys.argv[1])
+token = store.liveness.token()
+lock = next(p for p in Path(sys.argv[1]).rglob("*") if p.name.startswith(token))
+# Ordinary work must not release the lock (DHP-LSE-011 c): another descriptor of the same
+# file opened and closed (which drops a POSIX fcntl record lock), a thread started.
+os.close(os.open(lock, os.O_RDONLY))
+threading.Thread(target=time.sleep, args=(0.1,)).start()
+print(token, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.covers("DHP-LSE-011", "DHP-LSE-005")
+def test_liveness_lock_is_held_for_life_and_free_at_death(tmp_path):
+    """The embedded store's liveness lock has the properties of DHP-LSE-011: held while the
+    process lives, through its ordinary work; probed without waiting; free once it is
+    killed."""
+    store = dhp.Store(tmp_path)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        token = holder.stdout.readline().strip()
+        assert token, "the holder printed no token"
+        assert store.liveness.owner_dead(token) is False  # returns at once: held
+        assert store.liveness.owner_dead(token) is False  # a probe does not take it over
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(timeout=30)
+        assert store.liveness.owner_dead(token) is True
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        store.close()
 
 
 @pytest.mark.covers("DHP-BUD-004", "DHP-BUD-005")

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from dhp import api
 from dhp.core import operations
+from dhp.core.canonical import handoff_id
 from dhp.store import sqlite_supervisor as supervisor_sql
 from dhp.supervisor import LostLeadership, Supervisor
 
@@ -135,7 +136,7 @@ def test_once_orphans_expired_and_dead_owners_but_not_live_ones(store, tmp_path)
 
 
 @pytest.mark.covers("DHP-BUD-004", "DHP-BUD-005", "DHP-BUD-001", "DHP-BUD-006", "DHP-LSE-007")
-@pytest.mark.covers("DHP-SUP-004", "DHP-SUP-005", "DHP-SUP-006")
+@pytest.mark.covers("DHP-SUP-004", "DHP-SUP-005", "DHP-SUP-006", "DHP-SUP-017")
 def test_pass_parks_out_of_time_and_exhausted_work_and_orphans_stalled(store):
     out_of_time = api.dispatch(store, "sup.bud", {"n": 1}, {}, {"max_wall_clock_s": 0.3})
     exhausted = api.dispatch(store, "sup.bud", {"n": 2}, {}, {"max_attempts": 1})
@@ -158,6 +159,32 @@ def test_pass_parks_out_of_time_and_exhausted_work_and_orphans_stalled(store):
     assert "max_attempts" in parked[exhausted]["reason"]
     assert parked[out_of_time]["envelope"]["handoff_id"] == out_of_time
     assert api.status(store, stalled)["state"] == "orphaned"
+
+
+@pytest.mark.covers("DHP-ADP-023", "DHP-SUP-017", "DHP-ADP-015")
+def test_adapter_reports_an_orphan_parked_in_the_same_pass_in_both_lists(tmp_path):
+    """`supervise` through the reference adapter, on its manual clock: an expired lease whose
+    attempts are used up is orphaned and parked by one pass, and listed in both lists."""
+    intent = {"dhp": "1.0", "task_kind": "sup.adp", "inputs": {}, "output_schema": {},
+              "budget": {"max_attempts": 1}}
+    hid = handoff_id(intent)
+    requests = [("hello", {"protocols": ["1"]}),
+                ("init", {"data": str(tmp_path / "d"), "ttl": 5, "heartbeat_interval": None,
+                          "clock": "manual"}),
+                ("dispatch", {"intent": intent}), ("claim", {"handoff_id": hid, "worker": "w1",
+                                                              "ttl": 1}),
+                ("advance_clock", {"seconds": 2}), ("supervise", {}),
+                ("status", {"handoff_id": hid})]
+    lines = "".join(json.dumps({"id": i, "op": op, "args": args}) + "\n"
+                    for i, (op, args) in enumerate(requests))
+    done = subprocess.run([sys.executable, "-m", "dhp.adapter"], input=lines, text=True,
+                          capture_output=True, timeout=60)
+    answers = [json.loads(x) for x in done.stdout.splitlines()]
+    assert all(a["ok"] for a in answers), answers
+    sup, status = answers[5]["data"], answers[6]["data"]
+    assert sup["leader"] is True
+    assert sup["orphaned"] == [hid] and sup["dead_lettered"] == [hid]
+    assert status["state"] == "dead_lettered" and status["dlq_reason"] == "max_attempts"
 
 
 @pytest.mark.covers("DHP-SUP-010", "DHP-SUP-011")

@@ -239,6 +239,8 @@ def res(record) -> bytes:
 def log(name: str, description: str, requirements: list[str], data: bytes,
         expected: dict) -> None:
     LOG_FILES[name] = data
+    if not expected["valid"]:  # every refusal has its fixed code (DHP-LOG-011)
+        requirements = [*requirements, "DHP-LOG-011"]
     LOG_CASES.append((description, requirements, f"log/{name}.jsonl", expected))
 
 
@@ -246,8 +248,18 @@ def valid(*warnings: str) -> dict:
     return {"valid": True, "warnings": list(warnings)}
 
 
-def invalid(line_no: int, requirement: str) -> dict:
-    return {"valid": False, "errors": [{"line": line_no, "requirement": requirement}]}
+# The code a reader refuses with, by the requirement the first bad line breaks (DHP-LOG-011):
+# bad bytes, JSON, schema or place are invalid_input; a broken chain or id integrity_error.
+CODES = {"DHP-LOG-001": "invalid_input", "DHP-LOG-002": "invalid_input",
+         "DHP-LOG-004": "invalid_input", "DHP-LOG-007": "invalid_input",
+         "DHP-ENV-001": "invalid_input", "DHP-ENV-002": "integrity_error",
+         "DHP-ENV-003": "unsupported_version", "DHP-LOG-003": "integrity_error",
+         "DHP-RES-005": "integrity_error"}
+
+
+def invalid(line_no: int, requirement: str, code: str | None = None) -> dict:
+    return {"valid": False, "errors": [{"line": line_no, "requirement": requirement,
+                                        "code": code or CODES[requirement]}]}
 
 
 def build_log() -> None:
@@ -342,8 +354,9 @@ def build_log() -> None:
         good + res({k: v for k, v in result(last).items() if k != "prev"}),
         invalid(5, "DHP-LOG-007"))
     log("result-schema-violation", "A result that does not satisfy the output_schema is an "
-        "error.", ["DHP-LOG-007", "DHP-RES-001"], good + res(result(last, {"summary": 42})),
-        invalid(5, "DHP-LOG-007"))
+        "error, refused with schema_violation as complete would be.",
+        ["DHP-LOG-007", "DHP-RES-001"], good + res(result(last, {"summary": 42})),
+        invalid(5, "DHP-LOG-007", "schema_violation"))
     log("crlf", "CR LF line endings are an error.", ["DHP-LOG-001"],
         good.replace(b"\n", b"\r\n"), invalid(1, "DHP-LOG-001"))
     log("invalid-utf8", "A line holding bytes that are not UTF-8 is an error.",
@@ -405,8 +418,9 @@ def outputs() -> dict[Path, str | bytes]:
         "log",
         "JSON-lines logs. input.file is a path relative to this file's folder; read it as "
         "bytes. expected is {\"valid\": true, \"warnings\": [requirement ids]} or "
-        "{\"valid\": false, \"errors\": [{\"line\": n, \"requirement\": id}]}, where errors holds "
-        "the first bad line (reading stops there) with lines numbered from 1. Chain faults in "
+        "{\"valid\": false, \"errors\": [{\"line\": n, \"requirement\": id, \"code\": code}]}, "
+        "where errors holds the first bad line (reading stops there) with lines numbered from "
+        "1 and the error code a reader refuses the log with (DHP-LOG-011). Chain faults in "
         "a log cite DHP-LOG-003 (DHP-RES-005 for the result record's links, hash and fence), "
         "misplaced results DHP-LOG-004, bad lines DHP-LOG-001 (bytes, JSON) or DHP-LOG-007 "
         "(schema), and header envelope faults the envelope requirement.",

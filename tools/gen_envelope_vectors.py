@@ -31,6 +31,10 @@ NOTES = {
     "OutputSchema": "The output schema is not itself a valid JSON Schema 2020-12.",
     "TextOnly": "The point of the test is in input_text; parse it rather than reading input.",
     "CheckOrder": "Several things are wrong; the code shows which check comes first.",
+    "Calendar": "created_at is a well-formed RFC 3339 date-time that names no real instant "
+                "(30 February, hour 24): the schema's pattern accepts it, and a JSON Schema "
+                "validator refuses it only with format assertion on, so check it yourself "
+                "(DHP-ENV-008).",
 }
 
 
@@ -239,6 +243,63 @@ def cases() -> list[dict]:
         dict(n=73, description="NaN in the inputs", requirements=["DHP-CJ-006", "DHP-CJ-008"],
              input_text=splice('{"x":NaN}'), expected={"error": "invalid_input"},
              flags=["TextOnly"]),
+        # --- the order of the checks (DHP-ENV-007) ------------------------------------------
+        dict(n=74, description="duplicate dhp member with two different versions",
+             requirements=["DHP-ENV-007", "DHP-CJ-001"],
+             input_text=('{"dhp":"2.0","dhp":"1.0","handoff_id":"' + MINIMAL_ID + '",'
+                         '"intent":{"dhp":"1.0","task_kind":"t","inputs":{},'
+                         '"output_schema":{},"budget":{}}}'),
+             expected={"error": "invalid_input"}, flags=["TextOnly", "CheckOrder"],
+             comment="Text with a duplicate member has no value, so no version can be read "
+                     "from it: the JSON check comes before the version."),
+        dict(n=75, description="version 2.0 with a lone surrogate in the inputs",
+             requirements=["DHP-ENV-007", "DHP-ENV-003"],
+             input_text=splice('{"s":"\\ud800"}').replace('{"dhp":"1.0","handoff_id"',
+                                                            '{"dhp":"2.0","handoff_id"', 1),
+             expected={"error": "unsupported_version"}, flags=["TextOnly", "CheckOrder"],
+             comment="The version is judged before the values' profile, which a later "
+                     "version may change."),
+        dict(n=76, description="version 2.0 with the integer 2^53 in the inputs",
+             requirements=["DHP-ENV-007", "DHP-ENV-003"],
+             input_text=splice('{"n":9007199254740992}').replace(
+                 '{"dhp":"1.0","handoff_id"', '{"dhp":"2.0","handoff_id"', 1),
+             expected={"error": "unsupported_version"}, flags=["TextOnly", "CheckOrder"]),
+        dict(n=77, description="version 2.0 with a NaN literal in the inputs",
+             requirements=["DHP-ENV-007", "DHP-CJ-006"],
+             input_text=splice('{"x":NaN}').replace('{"dhp":"1.0","handoff_id"',
+                                                   '{"dhp":"2.0","handoff_id"', 1),
+             expected={"error": "invalid_input"}, flags=["TextOnly", "CheckOrder"],
+             comment="NaN is not JSON text at all: refused before the version is read."),
+        dict(n=78, description="an invalid created_at and a wrong id together give "
+                               "invalid_input", requirements=["DHP-ENV-007", "DHP-ENV-008"],
+             input=env(created_at="2025-02-30T12:00:00Z", handoff_id="sha256:" + "2" * 64),
+             expected={"error": "invalid_input"}, flags=["CheckOrder", "Calendar"]),
+        # --- created_at names a real instant (DHP-ENV-008) ------------------------------------
+        *[dict(n=n, description=f"created_at {what}", requirements=["DHP-ENV-008"],
+               input=env(created_at=value), expected={"valid": True}, flags=["Metadata"])
+          for n, what, value in [
+              (80, "on 29 February of a leap year", "2024-02-29T12:00:00Z"),
+              (81, "on 29 February 2000 (divisible by 400)", "2000-02-29T00:00:00Z"),
+              (82, "with lowercase t and z", "2025-03-01t12:00:00z"),
+              (83, "with fractional seconds and a negative offset",
+               "2024-12-31T23:59:59.999-23:59"),
+          ]],
+        *[dict(n=n, description=f"created_at {what}", requirements=["DHP-ENV-008"],
+               input=env(created_at=value), expected={"error": "invalid_input"},
+               flags=["Calendar"])
+          for n, what, value in [
+              (85, "on 30 February", "2025-02-30T12:00:00Z"),
+              (86, "on 29 February of a year that is not a leap year", "2025-02-29T12:00:00Z"),
+              (87, "on 29 February 2100 (divisible by 100, not by 400)",
+               "2100-02-29T00:00:00Z"),
+              (88, "on 31 April", "2025-04-31T00:00:00Z"),
+              (89, "in month 13", "2025-13-01T00:00:00Z"),
+              (90, "at hour 24", "2025-03-01T24:00:00Z"),
+              (91, "at minute 60", "2025-03-01T12:60:00Z"),
+              (92, "with second 60 that is not 23:59:60 UTC", "2025-03-01T23:58:60Z"),
+              (93, "with an offset of 24 hours", "2025-03-01T12:00:00+24:00"),
+              (94, "on day 00", "2025-03-00T12:00:00Z"),
+          ]],
     ]
 
 
@@ -271,7 +332,8 @@ def render() -> str:
         "description": (
             "Envelopes, valid and invalid. Parse input_text when present (it is authoritative), "
             "else take input; check the envelope; expect {\"valid\": true} or the error code. "
-            "Checks run in this order: version, JSON profile, shape, output schema, id."),
+            "Checks run in the order of DHP-ENV-007: JSON text (duplicate names, NaN), version, "
+            "the values' JSON profile, shape (created_at included), output schema, id."),
         "notes": NOTES,
         "tests": [build(c) for c in all_cases],
     }

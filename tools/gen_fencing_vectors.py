@@ -359,10 +359,14 @@ def fencing_suite() -> dict:
             "(total reported so far), first_claimed_at and budget; fields a store keeps beyond "
             "these start at their dispatch values. input.op holds name, worker, fence, ttl, "
             "spend (checkpoint), state (checkpoint), result (complete, checked against "
-            "input.output_schema) and owner_dead (recover: the owner's liveness lock could be "
-            "taken). expected.outcome is accept or reject; a rejection names the error code. "
-            "expected.record lists the fields after the operation: for a plain rejection they "
-            "equal the input, for budget_exceeded they show the move to dead_lettered. "
+            "input.output_schema) and owner_dead (a fact of the test's setup, not a request "
+            "argument: the owner's process is dead, so the store's own probe of its liveness "
+            "lock succeeds, DHP-LSE-010). expected.outcome is accept or reject; a rejection "
+            "names the error code. expected.record lists the stored fields after the "
+            "operation: for a plain rejection they equal the input, for budget_exceeded they "
+            "show the move to dead_lettered. They are the stored record, not a status report: "
+            "a stored claimed record whose lease has expired keeps its owner here, while "
+            "status reports it orphaned with owner and lease_expires_in null (DHP-STM-008). "
             "expected.dlq_reason is the budget cap that the DLQ reason names first."),
         "tests": tests,
     }
@@ -416,12 +420,12 @@ def lifecycle_cases() -> list[tuple]:
              s(5, "complete", ok(state="completed"), worker="w2", fence=2, result=GOOD),
          ]),
         ("an expired lease reads as orphaned and recover resumes from the last checkpoint",
-         ["DHP-LSE-003", "DHP-STM-007", "DHP-CKP-010"], intent("expiry"), [
+         ["DHP-LSE-003", "DHP-STM-007", "DHP-CKP-010", "DHP-STM-008"], intent("expiry"), [
              s(0, "dispatch", ok()),
              s(1, "claim", ok(fence=1), worker="w1"),
              s(2, "checkpoint", ok(), worker="w1", fence=1, state={"page": 7}),
-             s(31, "status", ok(state="claimed", fence=1)),
-             s(32, "status", ok(state="orphaned", fence=1)),
+             s(31, "status", ok(state="claimed", fence=1, owner="w1")),
+             s(32, "status", ok(state="orphaned", fence=1, owner=None)),
              s(33, "recover", ok(state="claimed", fence=2), worker="w2"),
              s(33, "last_checkpoint", ok(value={"page": 7})),
              s(34, "complete", ok(state="completed"), worker="w2", fence=2, result=GOOD),
@@ -670,11 +674,14 @@ def lifecycle_suite() -> dict:
             "Traces of operations on one handoff with the expected outcome of every step. "
             "Run the steps in order; before each, set the store's clock to its `at` "
             "(seconds). dispatch uses input.intent; claim and recover take `worker` (recover "
-            "also `owner_dead`: the owner's liveness lock could be taken), with lease ttl "
+            "also `owner_dead`: a fact of the setup, not a request argument: the owner's "
+            "process is dead, so the store's own probe of its liveness lock succeeds, "
+            "DHP-LSE-010), with lease ttl "
             "input.ttl; heartbeat, checkpoint (state, spend), complete (result) and release "
             "carry `worker` and `fence`. status, last_checkpoint and result read. "
             "expect {\"ok\": true} optionally adds `state` (the effective state "
-            "afterwards), `fence`, `owner`, `attempts` (afterwards) and `value` (what a "
+            "afterwards), `fence`, `owner` (as status reports it: null unless the effective "
+            "state is claimed, DHP-STM-008), `attempts` (afterwards) and `value` (what a "
             "read returned); "
             "expect {\"error\": code} names the refusal. expected.final_state is the "
             "effective state after the last step."),

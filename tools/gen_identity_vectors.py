@@ -28,6 +28,8 @@ import rfc8785
 OUT = Path(__file__).resolve().parent.parent / "vectors" / "identity.json"
 
 NOTES = {
+    "CheckOrder": "Several things are wrong; the code shows which check comes first "
+                  "(DHP-ENV-007).",
     "Utf16KeyOrder": "Members sorted by code point or UTF-8 bytes instead of UTF-16 code units "
                      "put astral keys after BMP private-use keys: a different id for the same "
                      "intent in another language.",
@@ -437,6 +439,33 @@ def cases() -> list[dict]:
              requirements=["DHP-GEN-003", "DHP-ID-002"],
              input={k: v for k, v in intent().items() if k != "dhp"},
              error="invalid_input", flags=["IntentShape"]),
+        # --- the order of the checks (DHP-ENV-007) -----------------------------------------
+        dict(n=111, description="duplicate dhp member with two different versions is refused "
+                                "as malformed", requirements=["DHP-ENV-007", "DHP-CJ-001"],
+             input_text='{"dhp":"2.0","dhp":"1.0","task_kind":"t","inputs":{},'
+                        '"output_schema":{},"budget":{}}',
+             error="invalid_input", flags=["DuplicateKey", "TextOnly", "CheckOrder"],
+             comment="Text with a duplicate member has no value: no version can be read."),
+        dict(n=112, description="version 2.0 with a lone surrogate is refused as unsupported",
+             requirements=["DHP-ENV-007", "DHP-ENV-003"],
+             input_text=text(inputs='{"s":"\\ud800"}').replace('"dhp":"1.0"', '"dhp":"2.0"'),
+             error="unsupported_version", flags=["Version", "TextOnly", "CheckOrder"],
+             comment="The version comes before the values' profile, which a later version "
+                     "may change."),
+        dict(n=113, description="version 2.0 with the integer 2^53 is refused as unsupported",
+             requirements=["DHP-ENV-007", "DHP-ENV-003"],
+             input_text=text(inputs='{"n":9007199254740992}').replace('"dhp":"1.0"',
+                                                                    '"dhp":"2.0"'),
+             error="unsupported_version", flags=["Version", "TextOnly", "CheckOrder"]),
+        dict(n=114, description="version 2.0 with a duplicate member in inputs is refused as "
+                                "malformed", requirements=["DHP-ENV-007", "DHP-CJ-001"],
+             input_text=text(inputs='{"a":1,"a":2}').replace('"dhp":"1.0"', '"dhp":"2.0"'),
+             error="invalid_input", flags=["DuplicateKey", "TextOnly", "CheckOrder"]),
+        dict(n=115, description="version 2.0 with a sixth member is refused as unsupported",
+             requirements=["DHP-ENV-007", "DHP-ENV-003"],
+             input=dict(intent(dhp="2.0"), priority=1),
+             error="unsupported_version", flags=["Version", "CheckOrder"],
+             comment="The version comes before the shape."),
     ]
 
 

@@ -268,6 +268,14 @@ def _stale_writes(ctx: _Context, h: str) -> list[Finding]:
     return out
 
 
+def _take_found(data: dict) -> bool:
+    """Whether a take found a checkpoint: last_seq says so (a checkpoint's state may be null,
+    DHP-ADP-022); an adapter without it leaves only last_checkpoint to go by."""
+    if "last_seq" in data:
+        return data["last_seq"] is not None
+    return data.get("last_checkpoint") is not None
+
+
 def _durable_checkpoints(ctx: _Context, h: str) -> list[Finding]:
     """DHP-CKP-009/010: a read returns the last acknowledged checkpoint (rework <= 1)."""
     out = []
@@ -279,12 +287,12 @@ def _durable_checkpoints(ctx: _Context, h: str) -> list[Finding]:
         by_state.setdefault(oracle.canonical(w.args.get("state")), []).append(w)
     reads = [(op, op.data.get("state"), op.data.get("found", True)) for op in
              ctx.of(h, "last_checkpoint") if op.ok and isinstance(op.data, dict)]
-    reads += [(op, op.data.get("last_checkpoint"), op.data.get("last_checkpoint") is not None)
+    reads += [(op, op.data.get("last_checkpoint"), _take_found(op.data))
               for op in ctx.of(h, *TAKES) if op.ok and isinstance(op.data, dict)]
     for read, state, found in reads:
         acked = [w for w in writes if w.ok and w.t1 < read.t0]
         last = max(acked, key=lambda w: w.t1) if acked else None
-        if not found or state is None:
+        if not found:
             if last is not None:
                 out.append(Finding(
                     "history:checkpoint-durable", ["DHP-CKP-009", "DHP-CKP-010"],

@@ -212,7 +212,7 @@ class Peer:
 
 
 class Server:
-    """The kit as a transport server, on 127.0.0.1 and a free port.
+    """The kit as a transport server, on 127.0.0.1 and a free port (or `port`).
 
     `acks[i]` bounds how many data frames connection number i (0-based) gets acknowledged
     before the kit cuts it (None, or beyond the list: no bound). With the wrong secret the
@@ -220,13 +220,13 @@ class Server:
     nothing more (DHP-TRN-007)."""
 
     def __init__(self, secret: bytes, *, acks: list[int | None] | None = None,
-                 max_frame: int = DEFAULT_MAX_FRAME):
+                 max_frame: int = DEFAULT_MAX_FRAME, port: int = 0):
         self.secret, self.acks, self.max_frame = secret, list(acks or []), max_frame
         self.peers: list[Peer] = []
         self._lock = threading.Lock()
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._listener.bind(("127.0.0.1", 0))
+        self._listener.bind(("127.0.0.1", port))
         self._listener.listen(16)
         self.port = self._listener.getsockname()[1]
         self._stop = threading.Event()

@@ -34,6 +34,8 @@ class Adapter:
         return {}
 
     def cmd_dispatch(self, a):
+        if "intent" in a:  # a whole intent, verbatim, checked as one (DHP-ADP-021)
+            return {"handoff_id": dhp.dispatch_intent(self.store, a["intent"])}
         if "budget" in a and not isinstance(a["budget"], dict):  # null too (DHP-ADP-011)
             raise dhp.InvalidInput(f"budget must be an object, not {a['budget']!r}")
         return {"handoff_id": dhp.dispatch(self.store, a["task_kind"], a["inputs"],
@@ -43,7 +45,8 @@ class Adapter:
         if ctx is None:  # claim_next found nothing claimable
             return None
         return {"handoff_id": ctx.handoff_id, "worker": ctx.worker_id, "fence": ctx.fence,
-                "last_checkpoint": ctx.last_checkpoint}
+                "last_checkpoint": ctx.last_checkpoint,
+                "last_seq": ctx.last_seq or None}  # null: no checkpoint (DHP-ADP-022)
 
     def cmd_claim(self, a):
         return self._take(dhp.claim(self.store, a["handoff_id"], a["worker"], ttl=a.get("ttl"),

@@ -17,9 +17,9 @@ __version__ = "0.1.0"
 _EXPORTS = {
     **dict.fromkeys((
         "Store", "StoreBackend", "TaskContext", "cancel", "check_integrity", "checkpoints",
-        "claim", "claim_next", "dispatch", "dlq", "drain", "envelope_of", "export_log",
-        "import_log", "install_sigterm_drain", "last_checkpoint", "list_handoffs", "orphan",
-        "recover", "requeue", "result", "status"), "dhp.api"),
+        "claim", "claim_next", "dispatch", "dispatch_intent", "dlq", "drain", "envelope_of",
+        "export_log", "import_log", "install_sigterm_drain", "last_checkpoint", "list_handoffs",
+        "orphan", "recover", "requeue", "result", "status"), "dhp.api"),
     **dict.fromkeys(("canonical_json", "handoff_id", "parse_json", "sha256_of"),
                     "dhp.core.canonical"),
     **dict.fromkeys(("check_envelope", "check_intent", "make_envelope", "make_intent"),
@@ -61,6 +61,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly
         claim,
         claim_next,
         dispatch,
+        dispatch_intent,
         dlq,
         drain,
         envelope_of,

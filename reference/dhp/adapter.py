@@ -112,7 +112,8 @@ class Adapter:
             return None
         self.contexts[(ctx.handoff_id, ctx.worker_id, ctx.fence)] = ctx
         return {"handoff_id": ctx.handoff_id, "worker": ctx.worker_id, "fence": ctx.fence,
-                "last_checkpoint": ctx.last_checkpoint}
+                "last_checkpoint": ctx.last_checkpoint,
+                "last_seq": ctx.last_seq or None}  # None: no checkpoint (DHP-ADP-022)
 
     def cmd_claim(self, args: dict) -> dict:
         return self._held(api.claim(self.store, args["handoff_id"], args["worker"],
@@ -155,6 +156,10 @@ class Adapter:
 
     # --- reads and operator operations -----------------------------------------------------
     def cmd_dispatch(self, args: dict) -> dict:
+        if "intent" in args:  # a whole intent, verbatim: checked as one (DHP-ADP-021)
+            return {"handoff_id": api.dispatch_intent(
+                self.store, args["intent"], progress_timeout_s=args.get("progress_timeout_s"),
+                delay_s=args.get("delay_s"))}
         if "budget" in args and not isinstance(args["budget"], dict):
             raise InvalidInput(f"budget must be an object, not {args['budget']!r}",
                                requirement="DHP-ID-003")

@@ -38,12 +38,13 @@ from dhp.core.errors import (
 from dhp.observe import tracing
 from dhp.observe.tracing import traced
 from dhp.store import Store
+from dhp.transport.file import ingest_file
 
 __all__ = [
     "Store", "StoreBackend", "TaskContext", "cancel", "check_integrity", "checkpoints", "claim",
-    "claim_next", "dispatch", "dlq", "drain", "envelope_of", "export_log", "import_log",
-    "install_sigterm_drain", "last_checkpoint", "list_handoffs", "orphan", "recover", "requeue",
-    "result", "status",
+    "claim_next", "dispatch", "dispatch_intent", "dlq", "drain", "envelope_of", "export_log",
+    "import_log", "install_sigterm_drain", "last_checkpoint", "list_handoffs", "orphan",
+    "recover", "requeue", "result", "status",
 ]
 
 _FATAL = (LeaseLost, Cancelled, BudgetExceeded, NotFound)
@@ -259,6 +260,16 @@ def seconds_until(when: _dt.datetime) -> float:
     return max(0.0, (when - _dt.datetime.now(_dt.timezone.utc)).total_seconds())
 
 
+def dispatch_intent(store: StoreBackend, intent: Any,
+                    progress_timeout_s: float | None = None, *,
+                    delay_s: float | None = None) -> str:
+    """Store the handoff of a whole intent as a client wrote it (five members, `dhp`
+    included), checked as DHP-ENV-007 orders; anything else is refused, never repaired.
+    `delay_s` delays a new handoff's first run (DHP-SCH-002)."""
+    return operations.dispatch(store, intent, progress_timeout_s=progress_timeout_s,
+                               delay_s=delay_s)
+
+
 def _timing(store: StoreBackend, ttl: float | None,
             heartbeat_interval: float | None) -> tuple[float, float]:
     """Lease ttl and heartbeat interval; an interval of 0 turns the background heartbeat off
@@ -392,8 +403,12 @@ def export_log(store: StoreBackend, handoff_id: str, path: str | os.PathLike) ->
 
 
 def import_log(store: StoreBackend, path: str | os.PathLike) -> str:
-    """Verify a log completely, then store its handoff ready to recover; returns its id."""
-    return operations.import_log(store, path)
+    """Verify a log completely, then store what is new of it exactly as the transport
+    ingests the same records, all or nothing (DHP-LOG-008, DHP-LOG-010): the handoff is
+    then ready to recover. Returns its id."""
+    hid = ingest_file(store, path)["handoff_id"]
+    store.announce_work()  # an orphaned handoff may now wait for a worker
+    return hid
 
 
 def check_integrity(store: StoreBackend) -> list[str]:

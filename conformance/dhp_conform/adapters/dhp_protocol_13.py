@@ -164,8 +164,10 @@ class Adapter:
         if self.heartbeat:  # a number asks for background heartbeats (DHP-ADP-009)
             ctx.start_heartbeat(self.heartbeat)
         self.contexts[(ctx.hid, worker, ctx.fence)] = ctx
+        records = self.store.get_checkpoints(ctx.hid)
         return {"handoff_id": wire(ctx.hid), "worker": worker, "fence": ctx.fence,
-                "last_checkpoint": self.store.last_checkpoint_state(ctx.hid)}
+                "last_checkpoint": records[-1]["state"] if records else None,
+                "last_seq": records[-1]["seq"] if records else None}
 
     def cmd_claim(self, args: dict) -> dict:
         runner = self.runner(args["worker"], args.get("ttl"))
@@ -212,6 +214,13 @@ class Adapter:
     def cmd_dispatch(self, args: dict) -> dict:
         if args.get("progress_timeout_s") is not None:
             raise unsupported("a per-handoff progress_timeout_s")
+        if "intent" in args:
+            # The original dispatches members, not a whole intent (DHP-ADP-021): its members
+            # go through as they are; `dhp` and any other member have nowhere to go, and
+            # whether the original refuses the result is what the kit judges.
+            if not isinstance(args["intent"], dict):
+                raise unsupported("an intent that is not a JSON object")
+            args = args["intent"]
         budget = args.get("budget")
         if isinstance(budget, dict):
             budget = {BUDGET_NAMES.get(k, k): v for k, v in budget.items()}

@@ -158,6 +158,8 @@ def returned_records(ctx: Ctx) -> None:
     held = ctx.need(take(ctx, p, hid), "claim")
     ctx.expect("DHP-ADP-010", "last_checkpoint" in held and held["last_checkpoint"] is None,
                f"claim of a fresh handoff must return last_checkpoint null: {held!r}")
+    ctx.expect("DHP-ADP-022", "last_seq" in held and held["last_seq"] is None,
+               f"claim of a handoff without checkpoints must return last_seq null: {held!r}")
     fence, states, records = held["fence"], [state_mark(ctx, n) for n in range(2)], []
     for s in states:
         reply = write(p, "checkpoint", hid, fence, state=s, spend=0.25)
@@ -175,6 +177,9 @@ def returned_records(ctx: Ctx) -> None:
     again = ctx.need(take(ctx, p, hid), "claim after release")
     ctx.expect("DHP-ADP-010", again.get("last_checkpoint") == states[-1],
                f"claim must return the last acknowledged state: {again.get('last_checkpoint')!r}")
+    ctx.expect("DHP-ADP-022", again.get("last_seq") == 2,
+               f"claim after two checkpoints must return last_seq 2: {again!r}")
+    _null_state(ctx, p)
     if "claim_next" in ctx.features:
         ctx.need(write(p, "release", hid, again["fence"]), "release")
         nxt = p.call("claim_next", {"task_kinds": [kind], "worker": p.worker})
@@ -182,6 +187,18 @@ def returned_records(ctx: Ctx) -> None:
                    and nxt.data.get("handoff_id") == hid
                    and nxt.data.get("last_checkpoint") == states[-1],
                    "claim_next must return the handoff with its last acknowledged state", nxt)
+
+
+def _null_state(ctx: Ctx, p) -> None:
+    """A checkpoint whose state is null is told from no checkpoint by last_seq (DHP-ADP-022)."""
+    hid = dispatch(ctx, p)
+    fence = ctx.need(take(ctx, p, hid), "claim")["fence"]
+    ctx.need(write(p, "checkpoint", hid, fence, state=None), "checkpoint with state null")
+    ctx.need(write(p, "release", hid, fence), "release")
+    held = ctx.need(take(ctx, p, hid), "claim after a checkpoint with state null")
+    ctx.expect("DHP-ADP-022", held.get("last_checkpoint") is None and held.get("last_seq") == 1,
+               "after one checkpoint whose state is null, claim must return last_checkpoint "
+               f"null and last_seq 1: {held!r}")
 
 
 STRICT = {
@@ -236,7 +253,7 @@ CHECKS = [
     Check("adapter", "error-objects", ["DHP-ADP-005"], errors),
     Check("adapter", "fence-explicit-writes", ["DHP-ADP-006"], fenced_writes),
     Check("adapter", "no-background-heartbeat", ["DHP-ADP-009"], no_background_heartbeat),
-    Check("adapter", "returned-records", ["DHP-ADP-010"], returned_records),
+    Check("adapter", "returned-records", ["DHP-ADP-010", "DHP-ADP-022"], returned_records),
     Check("adapter", "strict-parsing", ["DHP-ADP-011"], strict_parse),
     Check("adapter", "manual-clock", ["DHP-ADP-013"], manual_clock, feature="manual-clock"),
 ]

@@ -344,9 +344,8 @@ def _decision(bench: Bench, vector: dict) -> None:
     state = "orphaned" if after["state"] == "claimed" and not live else after["state"]
     wanted = {"state": state, "fence": after["fence"], "attempts": after["attempts"],
               "steps": after["steps"], "spend": after["spend"],
-              "owner": after["owner"] if live else None}
-    if live:
-        wanted["lease_expires_in"] = expires - now
+              "owner": after["owner"] if live else None,  # DHP-STM-008
+              "lease_expires_in": expires - now if live else None}
     _compare_status(bench, hid, now, wanted, f"after {where}", reply)
     if expected.get("dlq_reason"):
         st = bench.status(hid, now)

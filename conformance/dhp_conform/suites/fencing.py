@@ -55,6 +55,10 @@ def zombie(ctx: Ctx) -> None:
     early = take(ctx, q, hid, "recover")
     ctx.expect_code("DHP-FEN-005", early, "conflict",
                     "recover while the paused owner's lease is live and its process alive")
+    # The store judges a death itself: a caller saying so changes nothing (DHP-LSE-010).
+    claimed_dead = take(ctx, q, hid, "recover", owner_dead=True, known_dead=True)
+    ctx.expect_code("DHP-LSE-010", claimed_dead, "conflict", "recover of a paused (living) "
+                    "owner's live lease, with arguments claiming the owner is dead")
     in_flight = z.send("checkpoint", {"handoff_id": hid, "worker": z.worker, "fence": fence,
                                       "state": state_mark(ctx, "zombie-late")})
     time.sleep(ttl + 0.2)
@@ -150,8 +154,8 @@ def recovery_time(ctx: Ctx) -> None:
 
 CHECKS = [
     Check("fencing", "stale-fence", ["DHP-FEN-002", "DHP-FEN-003", "DHP-FEN-004"], stale_fence),
-    Check("fencing", "zombie", ["DHP-FEN-004", "DHP-FEN-005", "DHP-CKP-010"], zombie,
-          timing=True),
+    Check("fencing", "zombie", ["DHP-FEN-004", "DHP-FEN-005", "DHP-CKP-010", "DHP-LSE-010"],
+          zombie, timing=True),
     Check("fencing", "killed-owner", ["DHP-LSE-005", "DHP-CKP-010", "DHP-FEN-001"],
           killed_owner, timing=True),
     Check("fencing", "recovery-time", ["DHP-ADP-014"], recovery_time, timing=True),

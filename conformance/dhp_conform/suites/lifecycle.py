@@ -3,6 +3,7 @@ one adapter process and compared with the state table (DHP-STM-*, DHP-RES-*, DHP
 
 from __future__ import annotations
 
+import json
 import time
 
 from .. import oracle
@@ -191,7 +192,6 @@ def _import_checks(ctx: Ctx, text: str, states: list) -> None:
     sc = ctx.scenario("log-import", ttl=5.0)
     p = sc.spawn("p1")
     lines = text.splitlines(keepends=True)
-    import json
     changed = json.loads(lines[2])
     changed["record"]["state"] = {"forged": True}
     tampered = {
@@ -218,6 +218,119 @@ def _import_checks(ctx: Ctx, text: str, states: list) -> None:
                    "after import, last_checkpoint is not the log's last state", last)
 
 
+def claim_next_order(ctx: Ctx) -> None:
+    """DHP-STM-009..012: claim_next takes the oldest dispatch first (an expired lease
+    included), parks a candidate whose budget forbids the claim and goes on, answers null
+    when nothing is claimable, and refuses an empty task_kinds."""
+    ttl = 0.3
+    sc = ctx.scenario("claim-next", ttl=5.0)
+    p = sc.spawn("p1")
+    kind = f"conform.next.{ctx.rng.getrandbits(32)}"
+    spent = dispatch(ctx, p, kind=kind, budget={"max_attempts": 1})
+    expired, pending = dispatch(ctx, p, kind=kind), dispatch(ctx, p, kind=kind)
+    fence = ctx.need(take(ctx, p, spent), "claim")["fence"]
+    ctx.need(write(p, "release", spent, fence), "release (its one attempt used)")
+    ctx.need(take(ctx, p, expired, ttl=ttl), f"claim with a {ttl} s lease")
+    time.sleep(ttl + 0.5)  # the lease is expired by any clock; nothing judges how late
+
+    def next_one(what: str):
+        reply = p.call("claim_next", {"task_kinds": [kind], "worker": p.worker})
+        ctx.expect("DHP-STM-011", reply.ok, f"{what}: claim_next must not refuse "
+                   f"(a candidate the budget forbids is parked and skipped)", reply)
+        return reply, (reply.data or {}).get("handoff_id") if reply.ok else None
+
+    first, got = next_one("first claim_next")
+    ctx.expect("DHP-STM-010", got == expired, f"first claim_next took {got}, not the oldest "
+               f"claimable handoff (an expired lease dispatched before a pending one)", first)
+    st = _status(ctx, p, spent)
+    ctx.expect("DHP-STM-011", st["state"] == "dead_lettered",
+               f"the candidate whose attempts were used up is {st['state']} after claim_next, "
+               "not dead_lettered", first)
+    second, got = next_one("second claim_next")
+    ctx.expect("DHP-STM-010", got == pending, f"second claim_next took {got}, not the "
+               "pending handoff", second)
+    third = p.call("claim_next", {"task_kinds": [kind], "worker": p.worker})
+    ctx.expect("DHP-STM-009", third.ok and third.data is None,
+               "claim_next with only live claims and a parked handoff left must answer null",
+               third)
+    for bad in ([], [kind, 7]):
+        ctx.expect_code("DHP-STM-012", p.call("claim_next", {"task_kinds": bad,
+                                                             "worker": p.worker}),
+                        "invalid_input", f"claim_next with task_kinds {bad!r}")
+
+
+def _sealed_record(hid: str, seq: int, prev: str, fence: int, state) -> dict:
+    body = {"handoff_id": hid, "seq": seq, "fence": fence, "state": state, "spend": 0,
+            "prev": prev}
+    return dict(body, hash=oracle.digest(body))
+
+
+def import_existing(ctx: Ctx) -> None:
+    """DHP-LOG-010: importing into a store that holds the handoff is the transport's ingest:
+    the same chain or a prefix changes nothing, a continuation is appended, a fork is
+    integrity_error, a live lease conflict, a lower fence lease_lost."""
+    if "export_log" not in ctx.features:
+        ctx.skip("DHP-LOG-010", "the check builds its logs with export_log, which the "
+                 "implementation does not claim")
+        return
+    sc = ctx.scenario("log-import-existing", ttl=5.0)
+    p = sc.spawn("p1")
+    hid = dispatch(ctx, p)
+    fence = ctx.need(take(ctx, p, hid), "claim")["fence"]
+    logs = {}
+    for n in (1, 2, 3):
+        ctx.need(write(p, "checkpoint", hid, fence, state=state_mark(ctx, n)), f"checkpoint {n}")
+        if n in (1, 3):
+            logs[n] = sc.data.parent / f"{sc.name}-{n}.jsonl"
+            ctx.need(p.call("export_log", {"handoff_id": hid, "path": str(logs[n])}),
+                     f"export_log after checkpoint {n}")
+    lines = logs[3].read_text(encoding="utf-8").splitlines(keepends=True)
+    records = [json.loads(line)["record"] for line in lines[1:]]
+
+    def log_with(*extra: dict) -> str:
+        path = sc.data.parent / f"{sc.name}-x{ctx.rng.getrandbits(32)}.jsonl"
+        path.write_text(lines[0] + "".join(json.dumps({"type": "checkpoint", "record": r})
+                                           + "\n" for r in extra), encoding="utf-8")
+        return str(path)
+
+    q = ctx.scenario("log-import-existing-peer", ttl=5.0).spawn("q1")
+
+    def count() -> tuple:
+        st = _status(ctx, q, hid)
+        return st["state"], st["checkpoints"]["count"], st["fence"]
+
+    ctx.need(q.call("import_log", {"path": str(logs[1])}), "import of a log with 1 checkpoint")
+    now = count()
+    ctx.expect("DHP-LOG-010", now == ("orphaned", 1, fence),
+               f"after importing a log of one checkpoint: state, count, fence = {now}")
+    ctx.expect_ok("DHP-LOG-010", q.call("import_log", {"path": str(logs[1])}),
+                  "the same log again")
+    grow = q.call("import_log", {"path": str(logs[3])})
+    now = count()
+    ctx.expect("DHP-LOG-010", grow.ok and now == ("orphaned", 3, fence),
+               f"a log continuing the stored chain must be appended: {now}", grow)
+    again = q.call("import_log", {"path": str(logs[1])})
+    now = count()
+    ctx.expect("DHP-LOG-010", again.ok and now == ("orphaned", 3, fence),
+               f"a log that is a prefix of the stored chain must be accepted and change "
+               f"nothing: {now}", again)
+    fork = _sealed_record(hid, 2, records[0]["hash"], fence, {"forked": True})
+    forked = q.call("import_log", {"path": log_with(records[0], fork)})
+    ctx.expect_code("DHP-LOG-010", forked, "integrity_error",
+                    "a log with another record at a stored seq (a fork)")
+    held = ctx.need(take(ctx, q, hid), "claim on the importing store")
+    live = _sealed_record(hid, 4, records[2]["hash"], held["fence"], {"late": 1})
+    ctx.expect_code("DHP-LOG-010", q.call("import_log", {"path": log_with(*records, live)}),
+                    "conflict", "a log adding a record to a handoff claimed under a live lease")
+    ctx.need(write(q, "release", hid, held["fence"]), "release")
+    stale = _sealed_record(hid, 4, records[2]["hash"], fence, {"stale": 1})
+    ctx.expect_code("DHP-LOG-010", q.call("import_log", {"path": log_with(*records, stale)}),
+                    "lease_lost", "a log adding a record whose fence is below the stored fence")
+    now = count()
+    ctx.expect("DHP-LOG-010", now == ("released", 3, held["fence"]),
+               f"refused imports changed the handoff: state, count, fence = {now}")
+
+
 CHECKS = [
     Check("lifecycle", "dispatch-identity", ["DHP-ID-001", "DHP-ID-004", "DHP-STM-001"],
           dispatch_identity),
@@ -233,4 +346,9 @@ CHECKS = [
           lease_expiry, timing=True),
     Check("lifecycle", "log-roundtrip", ["DHP-LOG-007", "DHP-CKP-008", "DHP-LOG-008"],
           log_roundtrip, feature="export_log"),
+    Check("lifecycle", "claim-next-order", ["DHP-STM-009", "DHP-STM-010", "DHP-STM-011",
+                                            "DHP-STM-012"], claim_next_order,
+          feature="claim_next"),
+    Check("lifecycle", "import-existing", ["DHP-LOG-010"], import_existing,
+          feature="import_log"),
 ]

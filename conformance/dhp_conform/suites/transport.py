@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import secrets
 import shutil
+import socket
 import ssl
 import subprocess
 import time
@@ -37,6 +38,24 @@ def _handoff(ctx: Ctx, tag: str) -> tuple[str, dict]:
               "budget": {}}
     hid = oracle.handoff_id(intent)
     return hid, {"dhp": "1.0", "handoff_id": hid, "intent": intent}
+
+
+IDENTITY = ("dhp", "handoff_id", "intent")
+
+
+def envelope_changes(got: Any, sent: dict) -> list[str]:
+    """How a received or exported envelope breaks DHP-ENV-006/009 against the one sent:
+    the identity members must be equal; a metadata member may be dropped (and created_at
+    added), never changed."""
+    if not isinstance(got, dict):
+        return [f"not an envelope: {_short(got)}"]
+    out = [f"{k} changed" for k in IDENTITY if got.get(k) != sent.get(k)]
+    for k in set(got) - set(IDENTITY):
+        if k in sent and got[k] != sent[k]:
+            out.append(f"metadata {k} changed from {sent[k]!r} to {got[k]!r}")
+        elif k not in sent and k != "created_at":
+            out.append(f"member {k} added")
+    return out
 
 
 def _sealed(body: dict) -> dict:
@@ -211,6 +230,8 @@ def server_valid_log(ctx: Ctx) -> None:
 
     a_id, a_env = _handoff(ctx, "a")
     b_id, b_env = _handoff(ctx, "b")
+    # metadata a receiver may drop but must not change (DHP-ENV-006, DHP-ENV-009)
+    a_env = dict(a_env, created_at="2025-03-01T12:00:00.5+01:00", **{"x-origin": {"n": 1}})
     a_chain, b_chain = _chain(a_id, 3), _chain(b_id, 2)
     b_result = _result(b_id, b_chain[-1]["hash"], {"total": 7})
     fr = Frames()
@@ -242,9 +263,11 @@ def server_valid_log(ctx: Ctx) -> None:
                f"the peer reports {a['count']} and {b['count']} checkpoints; 3 and 2 were "
                "acknowledged")
     if a["hashes"] is not None:
-        ctx.expect("DHP-TRN-015", a["hashes"] == [r["hash"] for r in a_chain]
-                   and a["envelope"] == a_env,
-                   "the peer's exported log is not exactly the envelope and chain shipped")
+        ctx.expect("DHP-TRN-015", a["hashes"] == [r["hash"] for r in a_chain],
+                   "the peer's exported log is not exactly the chain shipped")
+        changes = envelope_changes(a["envelope"], a_env)
+        ctx.expect("DHP-ENV-006", not changes, "the peer's exported envelope is not the one "
+                   f"shipped (identity members kept, metadata kept or dropped): {changes}")
         ctx.expect("DHP-TRN-015", b["hashes"] == [r["hash"] for r in b_chain]
                    and b["result"] == b_result,
                    f"the peer's exported log does not end with the shipped result record: "
@@ -463,6 +486,17 @@ def server_rejects_bad_frames(ctx: Ctx) -> None:
            "record": {"handoff_id": a_id, "seq": "four"}}], "invalid_input", "DHP-TRN-001")
     unchanged("a malformed data frame", "DHP-TRN-001")
 
+    bad, good = ({"type": "checkpoint", "id": fr.make("checkpoint", {})["id"],
+                  "record": {"handoff_id": a_id, "seq": "four"}}, fr.make("checkpoint", chain[0]))
+    sess = peer.open()
+    got = _exchange(sess, [bad, good])
+    sess.conn.close()
+    ctx.expect("DHP-TRN-030", len(got) == 2 and _error_code(got[0]) == "invalid_input"
+               and _is_ack(got[1], good["id"]),
+               "after refusing a frame that has a valid id, the server must keep the connection "
+               "and answer the next frame (here a duplicate, to be acknowledged)",
+               _transcript([bad, good], got))
+
     # behind a valid (duplicate) frame in the same read, so a server that answers the bad line
     # with the previous frame's id, or keeps the connection open, is seen
     case("a line that is not JSON after authentication, behind a valid frame",
@@ -669,7 +703,8 @@ def shipper_delivers(ctx: Ctx) -> None:
     if local is not None:
         ctx.expect("DHP-TRN-021", [r["hash"] for r in got["checkpoints"]]
                    == [r["hash"] for r in local["checkpoints"]]
-                   and got["result"] == local["result"] and got["envelope"] == local["envelope"],
+                   and got["result"] == local["result"]
+                   and not envelope_changes(got["envelope"], local["envelope"]),
                    "the chain the kit received is not the chain the shipper's store exports")
 
 
@@ -742,6 +777,52 @@ def shipper_replays(ctx: Ctx) -> None:
                    f"{'' if got['result'] else ' and no result'} after the cut")
 
 
+def _free_port() -> int:
+    """A port nothing listens on right now (bound, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def shipper_resumes_after_restart(ctx: Ctx) -> None:
+    """DHP-TRN-031, DHP-ADP-024: frames buffered for a destination that was down survive a
+    SIGKILL of the shipper's process; the first ship to that destination after the restart
+    (which brings the secret again) sends them, before the new ones."""
+    sc = ctx.scenario("trn-shipper-restart", ttl=5.0)
+    w = sc.spawn("worker")
+    before = _work(ctx, w, 2)
+    secret, port = _secret(), _free_port()
+    ctx.need(w.call("ship", {"handoff_id": before, "host": "127.0.0.1", "port": port,
+                             "secret": secret}), "ship to a destination that is down")
+    sc.restart(w)
+    after = _work(ctx, w, 1)
+    try:
+        server = wire.Server(secret.encode(), port=port)
+    except OSError as exc:
+        raise CheckAborted(f"the kit could not listen on port {port} again: {exc}") from None
+    with server:
+        ctx.need(w.call("ship", {"handoff_id": after, "host": "127.0.0.1", "port": port,
+                                 "secret": secret}), "ship after the restart")
+        flushed = w.call("transport_flush", {"timeout": 8.0})
+        frames = [f for p in server.peers for f in p.data]
+    _secret_absent(ctx, server, secret, "a shipper restarted with a buffer")
+    order = [(f.get("envelope") or f.get("record") or {}).get("handoff_id") for f in frames]
+    old = _received_log(ctx, frames, before, "the handoff buffered before the restart")
+    ctx.expect("DHP-TRN-031", old is not None and len(old["checkpoints"]) == 2
+               and old["result"] is not None,
+               "the frames buffered before the SIGKILL (an envelope, 2 checkpoints and a result "
+               "for a destination that was down) were not sent after the restart",
+               [f"{len(frames)} frames received", flushed.data if flushed.ok else flushed])
+    ctx.expect("DHP-ADP-024", flushed.ok and flushed.data.get("delivered") is True
+               and before in order and after in order
+               and max(i for i, h in enumerate(order) if h == before)
+               < min(i for i, h in enumerate(order) if h == after),
+               "after the restart, the first ship to the destination must resume its buffer: "
+               "the old frames first, then the new ones, all delivered by transport_flush",
+               [f"order of handoffs in the frames: {[h[:15] if h else h for h in order]}",
+                flushed.data if flushed.ok else flushed])
+
+
 # --- TLS (feature transport-tls) ------------------------------------------------------------
 
 def _certificate(folder) -> tuple[str, str] | None:
@@ -804,13 +885,15 @@ FEATURE = "transport"
 CHECKS = [
     Check("transport", "server-valid-log",
           ["DHP-TRN-001", "DHP-TRN-002", "DHP-TRN-004", "DHP-TRN-005", "DHP-TRN-015",
-           "DHP-TRN-016", "DHP-TRN-017", "DHP-TRN-018", "DHP-TRN-020", "DHP-ADP-016"],
+           "DHP-TRN-016", "DHP-TRN-017", "DHP-TRN-018", "DHP-TRN-020", "DHP-ADP-016",
+           "DHP-ENV-006"],
           server_valid_log, feature=FEATURE, cls="transport"),
     Check("transport", "server-refuses-unauthenticated",
           ["DHP-TRN-001", "DHP-TRN-005", "DHP-TRN-006"],
           server_refuses_unauthenticated, feature=FEATURE, cls="transport"),
     Check("transport", "server-rejects-bad-frames",
-          ["DHP-TRN-001", "DHP-TRN-002", "DHP-TRN-014", "DHP-TRN-015", "DHP-TRN-016"],
+          ["DHP-TRN-001", "DHP-TRN-002", "DHP-TRN-014", "DHP-TRN-015", "DHP-TRN-016",
+           "DHP-TRN-030"],
           server_rejects_bad_frames, feature=FEATURE, cls="transport"),
     Check("transport", "peer-owns-its-copy", ["DHP-TRN-019"], peer_owns_its_copy,
           feature=FEATURE, cls="transport"),
@@ -826,6 +909,9 @@ CHECKS = [
     Check("transport", "shipper-replays-after-cut",
           ["DHP-TRN-021", "DHP-TRN-024"],
           shipper_replays, feature=FEATURE, cls="transport"),
+    Check("transport", "shipper-resumes-after-restart",
+          ["DHP-TRN-031", "DHP-ADP-024", "DHP-TRN-021"],
+          shipper_resumes_after_restart, feature=FEATURE, cls="transport"),
     Check("transport", "tls",
           ["DHP-TRN-009", "DHP-TRN-010", "DHP-ADP-019"],
           tls_server, feature="transport-tls", cls="transport"),

@@ -89,10 +89,10 @@ class Tx(ABC):
     # any backend; a backend overrides them with one indexed query each.
 
     def next_takeable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
-        """The row of these kinds that claim_next takes first at `now`: the oldest
-        dispatched among the pending, released and orphaned rows eligible at `now` (their
-        not_before is None or <= now, DHP-SCH-001) and the claimed rows whose lease has
-        expired."""
+        """The row of these kinds that claim_next takes first at `now` (DHP-STM-009/010):
+        the oldest dispatched among the pending, released and orphaned rows eligible at `now`
+        (their not_before is None or <= now, DHP-SCH-001) and the claimed rows whose lease
+        has expired."""
         for row in self.select(task_kinds=task_kinds):
             record = row["record"]
             if record["state"] in TAKE_STATES and machine.eligible(record, now) or (

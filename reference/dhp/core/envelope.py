@@ -1,14 +1,17 @@
 """Intents and envelopes: building them and checking them (spec/identity, spec/envelope).
 
 The shape of both lives in schemas/intent.json, budget.json and envelope.json; this module
-only decides the order of the checks and which error and requirement each failure gets:
-version first (so a future version is not called malformed), then JSON-ness (canonical
-form), then the schema, then the output schema, then the id.
+only decides the order of the checks and which error and requirement each failure gets
+(DHP-ENV-007): the JSON text itself is judged by the strict parser before anything here; then
+the version (so a future version is not called malformed), then the values' JSON profile
+(canonical form), then the schema and the calendar of created_at, then the output schema,
+then the id.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from typing import Any
 
 from dhp.core import schemas
@@ -73,6 +76,8 @@ def check_envelope(envelope: Any) -> None:
         _check_version(envelope.get("intent"), "$.intent")
     canonical_json(envelope)
     _check_schema("envelope", envelope, "$")
+    if "created_at" in envelope:
+        check_created_at(envelope["created_at"], "$.created_at")
     intent = envelope["intent"]
     _check_output_schema(intent["output_schema"], "$.intent.output_schema")
     expected = handoff_id(intent)
@@ -81,6 +86,44 @@ def check_envelope(envelope: Any) -> None:
             f"$.handoff_id: {envelope['handoff_id']} does not match the intent, whose id is "
             f"{expected}", requirement="DHP-ENV-002",
             details={"stated": envelope["handoff_id"], "computed": expected})
+
+
+_DATE_TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(?:\.\d+)?"
+                        r"(?:[Zz]|([+-])(\d\d):(\d\d))")
+
+
+def check_created_at(value: Any, path: str) -> None:
+    """Refuse an RFC 3339 date-time that names no real instant (DHP-ENV-008): the schema's
+    pattern only checks the digits' places, and format validation is optional in JSON
+    Schema, so the calendar is checked here."""
+    match = _DATE_TIME.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        raise InvalidInput(f"{path}: {value!r} is not an RFC 3339 date-time",
+                           requirement="DHP-ENV-008")
+    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
+    sign, off_h, off_m = match.group(7), int(match.group(8) or 0), int(match.group(9) or 0)
+    problem = None
+    if not 1 <= month <= 12:
+        problem = f"month {month:02d} does not exist"
+    elif not 1 <= day <= _days_in(year, month):
+        problem = f"{year:04d}-{month:02d} has no day {day:02d}"
+    elif hour > 23 or minute > 59 or second > 60:
+        problem = f"time {hour:02d}:{minute:02d}:{second:02d} does not exist"
+    elif off_h > 23 or off_m > 59:
+        problem = f"offset {sign}{off_h:02d}:{off_m:02d} does not exist"
+    elif second == 60:
+        utc = hour * 60 + minute - (1 if sign == "+" else -1) * (off_h * 60 + off_m)
+        if utc % (24 * 60) != 23 * 60 + 59:  # a leap second, accepted (DHP-ENV-010)
+            problem = "second 60 (a leap second) is only valid at 23:59:60 UTC"
+    if problem is not None:
+        raise InvalidInput(f"{path}: {value!r} names no real instant: {problem}",
+                           requirement="DHP-ENV-008")
+
+
+def _days_in(year: int, month: int) -> int:
+    if month == 2:  # the Gregorian rule, for every year 0000..9999 RFC 3339 can write
+        return 29 if year % 4 == 0 and (year % 100 != 0 or year % 400 == 0) else 28
+    return 30 if month in (4, 6, 9, 11) else 31
 
 
 def _check_version(obj: Any, path: str) -> None:

@@ -18,7 +18,6 @@ from typing import Any
 from dhp.core import chain, machine, schemas
 from dhp.core.backend import StoreBackend
 from dhp.core.canonical import canonical_json
-from dhp.core.clock import rfc3339
 from dhp.core.envelope import make_envelope
 from dhp.core.errors import Conflict, DHPError, Internal, InvalidInput, NotFound
 
@@ -118,17 +117,19 @@ IDLE_RECHECK_S = 10.0
 def take_next(backend: StoreBackend, task_kinds: list[str] | tuple[str, ...], worker: str,
               ttl: float, *, wait: float | None = None, stop: Any = None) -> dict | None:
     """claim_next: the oldest eligible pending, released or orphaned handoff of these kinds
-    (an expired claim counts as orphaned, a claim whose owner is dead too), or None. Work
-    whose attempts are exhausted is moved to the DLQ on the way (DHP-BUD-001) and the search
-    goes on. With `wait` (seconds), blocks until a handoff can be taken or the time is up,
-    waking when work is announced or falls due, and at least every IDLE_RECHECK_S; `stop`
-    (a threading.Event) ends the wait early when set (and the store announced)."""
+    (an expired claim counts as orphaned, in dispatch order, DHP-STM-009/010), else a claim
+    whose owner is dead (DHP-SCH-005), or None. Work whose budget forbids the claim is moved
+    to the DLQ on the way and the search goes on (DHP-STM-011). With `wait` (seconds),
+    blocks until a handoff can be taken or the time is up, waking when work is announced or
+    falls due, and at least every IDLE_RECHECK_S; `stop` (a threading.Event) ends the wait
+    early when set (and the store announced)."""
     check_worker(worker)
     check_seconds("ttl", ttl)
     check_delay("wait", wait)
     kinds = tuple(task_kinds)
     if not kinds or not all(isinstance(k, str) for k in kinds):
-        raise InvalidInput(f"task_kinds must be a non-empty list of strings, not {task_kinds!r}")
+        raise InvalidInput(f"task_kinds must be a non-empty list of strings, not {task_kinds!r}",
+                           requirement="DHP-STM-012")
     row, _ = _take_next_once(backend, kinds, worker, ttl)
     if row is not None or not wait:
         return row
@@ -289,13 +290,14 @@ def status_of(row: dict, now: float) -> dict:
     state = machine.effective_state(record, now)
     last = row.get("last_checkpoint")
     expires = record["lease_expires_at"]
+    held = state == "claimed"  # owner and lease only while the lease is live (DHP-STM-008)
     return {
         "handoff_id": row["handoff_id"], "state": state, "task_kind": row["task_kind"],
-        "fence": record["fence"], "owner": record["owner"] if state == "claimed" else None,
+        "fence": record["fence"], "owner": record["owner"] if held else None,
         "attempts": record["attempts"],
         "checkpoints": {"count": last["seq"] if last else 0,
                         "last_seq": last["seq"] if last else None},
-        "lease_expires_in": None if expires is None else round(expires - now, 6),
+        "lease_expires_in": round(expires - now, 6) if held else None,
         "spend": record["spend"], "steps": record["steps"], "dlq_reason": record["dlq_reason"],
         "not_before_in": _not_before_in(record, state, now),
     }
@@ -357,65 +359,3 @@ def export_log(backend: StoreBackend, hid: str, path: Any) -> None:
     if row is None:
         raise NotFound(f"no handoff {hid} in this store", requirement="DHP-STM-003")
     write_log(path, row["envelope"], records, row["result"])
-
-
-def import_log(backend: StoreBackend, path: Any) -> str:
-    """Rebuild a handoff from a log so this store can recover it (DHP-LOG-008: the whole
-    log is verified before anything is stored). A known handoff is extended when the log
-    carries more of the same chain; a log that disagrees with the stored chain is refused."""
-    from dhp.core.logfile import read_log
-    envelope, records, result = None, [], None
-    for _line, kind, obj in read_log(path):
-        if kind == "header":
-            envelope = obj
-        elif kind == "checkpoint":
-            records.append(obj)
-        elif kind == "result":
-            result = obj
-    hid = envelope["handoff_id"]
-    with backend.transaction() as tx:
-        row = tx.get(hid)
-        have = tx.last_checkpoint(hid) if row else None
-        start = have["seq"] if have else 0
-        if row is not None:
-            if start > len(records) or (start and records[start - 1]["hash"] != have["hash"]):
-                raise Conflict(f"the log of {hid} disagrees with the chain in this store "
-                               f"(stored up to seq {start})", requirement="DHP-CKP-008")
-            live = row["record"]["state"] == "claimed" \
-                and machine.lease_live(row["record"], backend.now())
-            if row["record"]["state"] in machine.TERMINAL or live:
-                if start == len(records) and (result is None or row["result"] is not None):
-                    return hid  # nothing new: importing twice is harmless
-                raise Conflict(f"handoff {hid} is {row['record']['state']} here; the log "
-                               "cannot change it", requirement="DHP-STM-004")
-        for record in records[start:]:
-            tx.append_checkpoint(record)
-        if row is None:
-            tx.insert(hid, envelope, _imported(machine.new_record(
-                envelope["intent"]["budget"]), records, result), rfc3339())
-        else:
-            tx.put_record(hid, _imported(row["record"], records, result), None)
-        if result is not None:
-            tx.put_result(hid, result)
-    backend.announce_work()
-    return hid
-
-
-def _imported(record: dict, records: list[dict], result: dict | None) -> dict:
-    """The record of an imported handoff, ready for a standby to recover: completed with a
-    result, orphaned with checkpoints, else as it was (pending when new). A dead-lettered
-    handoff stays in the DLQ. Attempts are at least the number of fences seen in the chain
-    (each was one attempt), a lower bound of the truth, so importing never grants more
-    attempts than the budget allows; the fence is at least the chain's highest, so the next
-    claim writes above it (DHP-CKP-006)."""
-    fences = {r["fence"] for r in records} | ({result["fence"]} if result else set())
-    state = record["state"]
-    if result is not None:
-        state = "completed"
-    elif records and state != "dead_lettered":
-        state = "orphaned"
-    return dict(record, state=state, owner=None, lease_expires_at=None,
-                fence=max([record["fence"], *fences]),
-                attempts=max(record["attempts"], len(fences)),
-                steps=max(record["steps"], len(records)),
-                spend=max(record["spend"], sum(r["spend"] for r in records)))

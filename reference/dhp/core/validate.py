@@ -209,7 +209,7 @@ def log_vector_outcome(report: FileReport) -> dict:
     if report.ok:
         return {"valid": True, "warnings": [w["requirement"] for w in report.warnings]}
     return {"valid": False,
-            "errors": [{"line": p["line"], "requirement": p["requirement"]}
+            "errors": [{"line": p["line"], "requirement": p["requirement"], "code": p["code"]}
                        for p in report.problems]}
 
 
