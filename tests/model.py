@@ -42,7 +42,14 @@ class Decision:
 def fresh_record(budget: dict | None = None) -> dict:
     return {"state": "pending", "owner": None, "fence": 0, "lease_expires_at": None,
             "attempts": 0, "steps": 0, "spend": 0, "first_claimed_at": None,
-            "budget": dict(budget or {}), "dlq_reason": None}
+            "budget": dict(budget or {}), "dlq_reason": None, "not_before": None}
+
+
+def backoff_wait(budget: dict, attempts: int) -> float:
+    # DHP-SCH-004 at its longest (no jitter cut): the model cannot know the store's draw.
+    if not budget.get("backoff_s"):
+        return 0
+    return min(budget.get("backoff_max_s", 3600), budget["backoff_s"] * 2 ** (attempts - 1))
 
 
 def is_live(record: dict, now: float) -> bool:
@@ -91,6 +98,8 @@ def decide(record: dict | None, op: dict, now: float) -> Decision:
             state == "claimed" and owner_dead)
         if not takeable:
             return _reject(record, "conflict")
+        if record.get("not_before") is not None and now < record["not_before"]:
+            return _reject(record, "conflict")  # DHP-SCH-001
         if budget.get("max_attempts") is not None and record["attempts"] >= budget[
                 "max_attempts"]:
             return _park(record, "max_attempts")
@@ -99,9 +108,12 @@ def decide(record: dict | None, op: dict, now: float) -> Decision:
         first = record["first_claimed_at"] if record["first_claimed_at"] is not None else now
         return _accept(record, state="claimed", owner=op["worker"], fence=record["fence"] + 1,
                        attempts=record["attempts"] + 1, lease_expires_at=now + op["ttl"],
-                       first_claimed_at=first)
+                       first_claimed_at=first, not_before=None)
 
     if name in FENCED_WRITES:
+        delay = op.get("delay_s")
+        if delay is not None and (op.get("backoff") or delay < 0):
+            return _reject(record, "invalid_input")  # DHP-SCH-003, before any state check
         # The check order of DHP-FEN-006.
         if record["state"] == "cancelled":
             return _reject(record, "cancelled")
@@ -127,7 +139,9 @@ def decide(record: dict | None, op: dict, now: float) -> Decision:
             if op.get("result_invalid"):
                 return _reject(record, "schema_violation")
             return _accept(record, state="completed", owner=None, lease_expires_at=None)
-        return _accept(record, state="released", owner=None, lease_expires_at=None)
+        wait = backoff_wait(budget, record["attempts"]) if op.get("backoff") else delay or 0
+        return _accept(record, state="released", owner=None, lease_expires_at=None,
+                       not_before=now + wait if wait > 0 else None)
 
     if name == "cancel":
         if record["state"] == "completed":
@@ -140,7 +154,7 @@ def decide(record: dict | None, op: dict, now: float) -> Decision:
         if record["state"] != "dead_lettered":
             return _reject(record, "conflict")
         return _accept(record, state="pending", attempts=0, steps=0, spend=0,
-                       first_claimed_at=None, dlq_reason=None)
+                       first_claimed_at=None, dlq_reason=None, not_before=None)
 
     if name == "orphan":
         if state == "orphaned" and record["state"] == "claimed":
@@ -193,6 +207,9 @@ class ModelHandoff:
         state = effective_state(rec, now)
         # Nobody owns an expired lease, whatever the stored record still names.
         owner = rec["owner"] if state == "claimed" else None
+        waiting = rec.get("not_before") is not None and now < rec["not_before"] \
+            and state in ("pending", "released", "orphaned")
         return {"state": state, "fence": rec["fence"], "owner": owner,
                 "attempts": rec["attempts"], "steps": rec["steps"], "spend": rec["spend"],
-                "checkpoints": len(self.checkpoints)}
+                "checkpoints": len(self.checkpoints),
+                "not_before_in": rec["not_before"] - now if waiting else None}

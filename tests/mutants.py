@@ -99,8 +99,8 @@ MUTANTS: list[dict] = [
      "suite": "lifecycle", "expected_requirement": "DHP-FEN-006"},
     {"name": "release-keeps-the-lease", "file": "core/machine.py",
      "old": ('return Outcome(True, dict(record, state="released", owner=None, '
-             "lease_expires_at=None))"),
-     "new": "return Outcome(True, dict(record))",
+             "lease_expires_at=None,\n"),
+     "new": "return Outcome(True, dict(record,\n",
      "suite": "lifecycle", "expected_requirement": "DHP-STM-002"},
     {"name": "complete-accepted-twice",
      "edits": [

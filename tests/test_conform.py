@@ -240,7 +240,8 @@ def test_unclaimed_features_are_skipped_with_a_reason(tmp_path):
                                    impl=f"{CLAIMS_LESS} manual-clock liveness")
     assert code == 0, output
     skipped = [r for r in report["results"] if r["status"] == "SKIP"]
-    assert {r["check"] for r in skipped} == {"vectors:lifecycle-traces", "vectors:fencing-table"}
+    assert {r["check"] for r in skipped} == {"vectors:lifecycle-traces", "vectors:fencing-table",
+                                             "vectors:schedule-traces"}
     assert all("manual-clock" in r["reason"] for r in skipped)
 
 

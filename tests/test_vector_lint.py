@@ -237,7 +237,7 @@ def test_a_tampered_intent_in_the_shipped_chain_vectors_fails_the_lint(tmp_path)
                                   "hashes to ")
 
 
-@pytest.mark.parametrize("generator", ["identity", "envelope", "fencing", "chain"])
+@pytest.mark.parametrize("generator", ["identity", "envelope", "fencing", "chain", "schedule"])
 def test_vector_files_are_what_their_generator_writes(generator):
     script = ROOT / "tools" / f"gen_{generator}_vectors.py"
     run = subprocess.run([sys.executable, str(script), "--check"], capture_output=True,

@@ -78,11 +78,12 @@ def run(impl: str | Impl, workdir: Path, *, seed: int | None = None, quick: bool
     for check in _candidates(profile, suites):
         if not any(selected(r, only) for r in check.requirements):
             continue
-        if check.feature and check.feature not in features:
+        missing = [f for f in check.features if f not in features]
+        if missing:
             for rid in check.requirements:
                 state.results.append({"requirement": rid, "check": check.id,
                                       "status": "SKIP", "reason": f"the implementation "
-                                      f"does not claim the feature {check.feature}",
+                                      f"does not claim the feature {', '.join(missing)}",
                                       **({"class": check.cls} if check.cls else {})})
             continue
         chosen.append(check)

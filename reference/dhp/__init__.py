@@ -33,6 +33,7 @@ _EXPORTS = {
     "TransportServer": "dhp.transport.server",
     "NetShipper": "dhp.transport.shipper",
     **dict.fromkeys(("FileShipper", "ingest_folder"), "dhp.transport.file"),
+    **dict.fromkeys(("Task", "task"), "dhp.worker.task"),
 }
 
 __all__ = ["PROTOCOL_VERSION", *sorted(_EXPORTS)]
@@ -104,3 +105,4 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly
     from dhp.transport.file import FileShipper, ingest_folder  # noqa: F401
     from dhp.transport.server import TransportServer  # noqa: F401
     from dhp.transport.shipper import NetShipper  # noqa: F401
+    from dhp.worker.task import Task, task  # noqa: F401

@@ -51,7 +51,7 @@ from dhp.transport.shipper import NetShipper
 
 PROTOCOL = "1"
 FEATURES = ["claim_next", "export_log", "import_log", "supervise", "liveness", "manual-clock",
-            "transport", "transport-tls", "file-transport"]
+            "schedule", "transport", "transport-tls", "file-transport"]
 # Kill -9 of an owner to a standby's successful recover: the liveness lock makes it a few
 # milliseconds on one host; the declared bound leaves room for a loaded CI machine.
 RECOVERY_BOUND_S = 1.0
@@ -153,7 +153,8 @@ class Adapter:
 
     def cmd_claim_next(self, args: dict) -> dict | None:
         return self._held(api.claim_next(self.store, args["task_kinds"], args["worker"],
-                                         ttl=args.get("ttl"), heartbeat_interval=self.heartbeat))
+                                         ttl=args.get("ttl"), heartbeat_interval=self.heartbeat,
+                                         wait=args.get("wait")))
 
     # --- fenced writes ---------------------------------------------------------------------
     def _write(self, name: str, args: dict, **kwargs: Any) -> Any:
@@ -177,20 +178,23 @@ class Adapter:
         return {"record": self._write("complete", args, result=args["result"])}
 
     def cmd_release(self, args: dict) -> dict:
-        self._write("release", args)
+        self._write("release", args, delay_s=args.get("delay_s"),
+                    backoff=bool(args.get("backoff")))
         return {}
 
     # --- reads and operator operations -----------------------------------------------------
     def cmd_dispatch(self, args: dict) -> dict:
         if "intent" in args:  # a whole intent, verbatim: checked as one (DHP-ADP-021)
             return {"handoff_id": api.dispatch_intent(
-                self.store, args["intent"], progress_timeout_s=args.get("progress_timeout_s"))}
+                self.store, args["intent"], progress_timeout_s=args.get("progress_timeout_s"),
+                delay_s=args.get("delay_s"))}
         if "budget" in args and not isinstance(args["budget"], dict):
             raise InvalidInput(f"budget must be an object, not {args['budget']!r}",
                                requirement="DHP-ID-003")
         hid = api.dispatch(self.store, args["task_kind"], args["inputs"], args["output_schema"],
                            budget=args.get("budget"),
-                           progress_timeout_s=args.get("progress_timeout_s"))
+                           progress_timeout_s=args.get("progress_timeout_s"),
+                           delay_s=args.get("delay_s"))
         return {"handoff_id": hid}
 
     def cmd_status(self, args: dict) -> dict:

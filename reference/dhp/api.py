@@ -14,6 +14,7 @@ the program has its own) that releases every lease of the process, then exits wi
 
 from __future__ import annotations
 
+import datetime as _dt
 import hashlib
 import os
 import signal
@@ -149,9 +150,11 @@ class TaskContext:
                               f"peer: {exc.message}", requirement=exc.requirement) from None
 
     @traced("release", tracing.leased)
-    def release(self) -> None:
-        """Give the handoff back (state released, fence kept) for another worker."""
-        self._write("release")
+    def release(self, *, delay_s: float | None = None, backoff: bool = False) -> None:
+        """Give the handoff back (state released, fence kept) for another worker. `delay_s`
+        keeps it from being taken for that many seconds; `backoff=True` says this attempt
+        failed and waits the budget's backoff (DHP-SCH-003)."""
+        self._write("release", delay_s=delay_s, backoff=backoff)
         self._finish()
 
     def abandon(self) -> None:
@@ -259,10 +262,29 @@ os.register_at_fork(after_in_child=_forget_after_fork)
 
 @traced("dispatch", tracing.dispatched)
 def dispatch(store: StoreBackend, task_kind: str, inputs: dict, output_schema: dict,
-             budget: dict | None = None, progress_timeout_s: float | None = None) -> str:
-    """Store a handoff (idempotent: the same intent returns the same id, DHP-ID-004)."""
+             budget: dict | None = None, progress_timeout_s: float | None = None, *,
+             delay_s: float | None = None,
+             not_before: _dt.datetime | None = None) -> str:
+    """Store a handoff (idempotent: the same intent returns the same id, DHP-ID-004).
+
+    A new handoff can wait before its first run (DHP-SCH-002): `delay_s` seconds from now,
+    or until `not_before`, a timezone-aware datetime (turned into a delay on this host's
+    wall clock once, here; the store then counts it on its own clock)."""
     intent = new_intent(task_kind, inputs, output_schema, budget)  # checked once, below
-    return operations.dispatch(store, intent, progress_timeout_s=progress_timeout_s)
+    if not_before is not None:
+        if delay_s is not None:
+            raise InvalidInput("give dispatch either delay_s or not_before, not both")
+        delay_s = seconds_until(not_before)
+    return operations.dispatch(store, intent, progress_timeout_s=progress_timeout_s,
+                               delay_s=delay_s)
+
+
+def seconds_until(when: _dt.datetime) -> float:
+    """Seconds from now until the aware datetime `when` (0 if it has passed)."""
+    if not isinstance(when, _dt.datetime) or when.tzinfo is None:
+        raise InvalidInput(f"not_before must be a timezone-aware datetime, not {when!r}",
+                           requirement="DHP-SCH-002")
+    return max(0.0, (when - _dt.datetime.now(_dt.timezone.utc)).total_seconds())
 
 
 def dispatch_many(store: StoreBackend, items: Iterable[dict], *,
@@ -286,10 +308,13 @@ _ITEM_KEYS = ({"task_kind", "inputs", "output_schema"},
 
 
 def dispatch_intent(store: StoreBackend, intent: Any,
-                    progress_timeout_s: float | None = None) -> str:
+                    progress_timeout_s: float | None = None, *,
+                    delay_s: float | None = None) -> str:
     """Store the handoff of a whole intent as a client wrote it (five members, `dhp`
-    included), checked as DHP-ENV-007 orders; anything else is refused, never repaired."""
-    return operations.dispatch(store, intent, progress_timeout_s=progress_timeout_s)
+    included), checked as DHP-ENV-007 orders; anything else is refused, never repaired.
+    `delay_s` delays a new handoff's first run (DHP-SCH-002)."""
+    return operations.dispatch(store, intent, progress_timeout_s=progress_timeout_s,
+                               delay_s=delay_s)
 
 
 def _timing(store: StoreBackend, ttl: float | None,
@@ -344,11 +369,15 @@ def recover(store: StoreBackend, handoff_id: str, worker_id: str, *, ttl: float 
 @traced("claim_next", tracing.taken)
 def claim_next(store: StoreBackend, task_kinds: str | list[str], worker_id: str, *,
                ttl: float | None = None, heartbeat_interval: float | None = None,
-               ship_to: Any = None) -> TaskContext | None:
-    """The next pending, released or orphaned handoff of these kinds, or None."""
+               ship_to: Any = None, wait: float | None = None,
+               stop: threading.Event | None = None) -> TaskContext | None:
+    """The next eligible pending, released or orphaned handoff of these kinds (or one whose
+    owner is dead, DHP-SCH-005), or None. With `wait` (seconds), blocks until there is one
+    or the time is up, without polling the store (spec/schedule.md); setting `stop` and
+    then calling `store.announce_work()` ends the wait early."""
     ttl, interval = _timing(store, ttl, heartbeat_interval)
     kinds = [task_kinds] if isinstance(task_kinds, str) else list(task_kinds)
-    row = operations.take_next(store, kinds, worker_id, ttl)
+    row = operations.take_next(store, kinds, worker_id, ttl, wait=wait, stop=stop)
     return None if row is None else _context(store, row, worker_id, ttl, interval, ship_to)
 
 
@@ -454,7 +483,9 @@ def import_log(store: StoreBackend, path: str | os.PathLike) -> str:
     """Verify a log completely, then store what is new of it exactly as the transport
     ingests the same records, all or nothing (DHP-LOG-008, DHP-LOG-010): the handoff is
     then ready to recover. Returns its id."""
-    return ingest_file(store, path)["handoff_id"]
+    hid = ingest_file(store, path)["handoff_id"]
+    store.announce_work()  # an orphaned handoff may now wait for a worker
+    return hid
 
 
 def check_integrity(store: StoreBackend) -> list[str]:

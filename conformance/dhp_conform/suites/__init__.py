@@ -10,6 +10,7 @@ from . import (
     limits,
     mcp,
     reach,
+    schedule,
     supervisor,
     transport,
     vectors,
@@ -18,4 +19,4 @@ from . import (
 SUITES = {"adapter": adapter, "vectors": vectors, "lifecycle": lifecycle, "limits": limits,
           "fencing": fencing,
           "concurrency": concurrency, "supervisor": supervisor, "chaos": chaos,
-          "transport": transport, "reach": reach, "mcp": mcp}
+          "schedule": schedule, "transport": transport, "reach": reach, "mcp": mcp}

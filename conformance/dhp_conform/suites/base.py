@@ -20,13 +20,20 @@ class Check:
     name: str
     requirements: list[str]
     run: Callable[[Ctx], None]
-    feature: str | None = None  # optional feature the check needs (skipped if not claimed)
+    # Optional feature(s) the check needs: skipped, saying which, unless all are claimed.
+    feature: str | tuple[str, ...] | None = None
     cls: str | None = None  # the conformance class judged, when not the requirement's own
     timing: bool = False  # judges real time: runs alone, never beside other checks
 
     @property
     def id(self) -> str:
         return f"{self.suite}:{self.name}"
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        if self.feature is None:
+            return ()
+        return (self.feature,) if isinstance(self.feature, str) else self.feature
 
 
 class CheckAborted(Exception):

@@ -27,7 +27,7 @@ from .. import oracle
 from ..harness import Proc, Reply
 from .base import Check, CheckAborted, Ctx
 
-TAKES = ("claim", "recover")
+TAKES = ("claim", "recover", "claim_next")
 WRITES = ("heartbeat", "checkpoint", "complete", "release")
 EXTENDS = ("heartbeat", "checkpoint")
 
@@ -91,6 +91,8 @@ def _write_args(hid: str, name: str, src: dict, ttl: float | None) -> dict:
             args["spend"] = src["spend"]
     if name == "complete":
         args["result"] = src.get("result")
+    if name == "release":  # the schedule suite's delays (DHP-SCH-003)
+        args.update({k: src[k] for k in ("delay_s", "backoff") if k in src})
     return args
 
 
@@ -122,7 +124,8 @@ def dying_takes(steps: list[dict]) -> set[int]:
     Also how the reference's own vector runner reads a trace (tests/test_lifecycle_vectors)."""
     out, last_take = set(), None
     for i, step in enumerate(steps):
-        if step["op"] == "recover" and step.get("owner_dead") and last_take is not None:
+        if step["op"] in ("recover", "claim_next") and step.get("owner_dead") \
+                and last_take is not None:
             out.add(last_take)
         if step["op"] in TAKES and "error" not in step["expect"]:
             last_take = i
@@ -144,7 +147,11 @@ def _trace(bench: Bench, vector: dict) -> None:
         bench.at(proc, step["at"])
         name = step["op"]
         if name == "dispatch":
-            reply = proc.call("dispatch", intent)
+            delay = {"delay_s": step["delay_s"]} if "delay_s" in step else {}
+            reply = proc.call("dispatch", {**intent, **delay})
+        elif name == "claim_next":
+            reply = proc.call(name, {"task_kinds": [intent["task_kind"]],
+                                     "worker": step["worker"], "ttl": ttl})
         elif name in TAKES:
             reply = proc.call(name, {"handoff_id": hid, "worker": step["worker"], "ttl": ttl})
         elif name in WRITES:
@@ -167,14 +174,15 @@ def _trace(bench: Bench, vector: dict) -> None:
                            f"intent's id is {hid}", [reply])
         if "value" in expect:
             value = data.get("state") if name == "last_checkpoint" else data.get("result") \
-                if name == "result" else data
+                if name == "result" else reply.data if name == "claim_next" else data
             if value != expect["value"]:
                 raise Mismatch(f"{where}: read {value!r}, expected {expect['value']!r}",
                                [reply])
         if name in TAKES and "fence" in expect and data.get("fence") != expect["fence"]:
             raise Mismatch(f"{where}: granted fence {data.get('fence')}, expected "
                            f"{expect['fence']}", [reply])
-        wanted = {k: expect[k] for k in ("state", "fence", "owner", "attempts") if k in expect}
+        wanted = {k: expect[k] for k in ("state", "fence", "owner", "attempts", "not_before_in")
+                  if k in expect}
         if wanted:
             _compare_status(bench, hid, step["at"], wanted, where, reply)
     final = vector["expected"].get("final_state")
@@ -206,6 +214,12 @@ def _same(got: Any, want: Any) -> bool:
 def lifecycle_traces(ctx: Ctx) -> None:
     bench = Bench(ctx, "lifecycle-traces")
     _run_all(ctx, bench, "lifecycle", load("lifecycle"), _trace)
+
+
+def schedule_traces(ctx: Ctx) -> None:
+    """vectors/schedule.json: delays, backoff and claim_next, at their exact instants."""
+    bench = Bench(ctx, "schedule-traces")
+    _run_all(ctx, bench, "schedule", load("schedule"), _trace)
 
 
 # --- the fencing decision table --------------------------------------------------------------
@@ -372,6 +386,8 @@ def note_sent(ctx: Ctx, suite: str, total: int, unsent: dict[str, str],
 CHECKS = [
     Check("vectors", "lifecycle-traces", cited("lifecycle") + ["DHP-ADP-013"],
           lifecycle_traces, feature="manual-clock"),
+    Check("vectors", "schedule-traces", cited("schedule") + ["DHP-ADP-013", "DHP-SCH-007"],
+          schedule_traces, feature=("schedule", "manual-clock")),
     Check("vectors", "fencing-table", cited("fencing") + ["DHP-ADP-013"], fencing_table,
           feature="manual-clock"),
 ]

@@ -248,6 +248,8 @@ def _dispatch_args(p: argparse.ArgumentParser) -> None:
                    help='caps as JSON, e.g. \'{"max_attempts": 3}\', or @FILE (default {})')
     p.add_argument("--progress-timeout", type=float, default=None, metavar="S",
                    help="orphan a claim that has not checkpointed for S seconds")
+    p.add_argument("--delay", type=float, default=None, metavar="S",
+                   help="let no worker take it for S seconds (a new handoff only)")
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -260,7 +262,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     check_intent(intent)  # before the store exists: a refused dispatch creates nothing
     hid = api.dispatch(args.open_store(), intent["task_kind"], intent["inputs"],
                        intent["output_schema"], intent["budget"],
-                       progress_timeout_s=args.progress_timeout)
+                       progress_timeout_s=args.progress_timeout, delay_s=args.delay)
     emit(args, {"handoff_id": hid}, hid)
     return 0
 

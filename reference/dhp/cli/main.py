@@ -117,10 +117,15 @@ def _run_vectors(validate, as_json: bool) -> int:
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser; with `argv`, only the command it names is configured (a command's options
     may import what it runs: `dhp status` and `dhp --version` should not pay for the demo)."""
-    from . import commands  # the store commands (dispatch, status, ls, ...) register here
+    from . import (
+        commands,  # the store commands (dispatch, status, ls, ...) register here
+        worker,
+    )
 
     if "status" not in COMMANDS:
         commands.register(command)
+    if "worker" not in COMMANDS:
+        worker.register(command)
     named = [a for a in argv or [] if a in COMMANDS]
     parser = argparse.ArgumentParser(prog="dhp", description="DHP, the Durable Handoff Protocol",
                                      epilog=commands.EXIT_CODES,

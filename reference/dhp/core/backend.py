@@ -13,14 +13,18 @@ machine.new_record), `owner_incarnation`, `result` (the result record or None), 
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
-from contextlib import AbstractContextManager
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
+from dhp.core import machine
 from dhp.core.errors import InvalidInput
 from dhp.core.limits import DEFAULT as DEFAULT_LIMITS
 from dhp.core.limits import Limits
 
+TAKE_STATES = ("pending", "released", "orphaned")
 DEFAULT_TTL = 5.0
 # The longest a burst of checkpoints goes without an fsync (sync="batch"), in seconds.
 DEFAULT_FSYNC_INTERVAL = 0.1
@@ -122,21 +126,39 @@ class Tx(ABC):
         return sorted(r["handoff_id"] for r in self.select()
                       if r["handoff_id"].startswith(prefix))[:limit]
 
+    @abstractmethod
+    def owner_incarnations(self) -> list[str]:
+        """The distinct liveness tokens of the owners of claimed handoffs."""
+
+    # The three scans of claim_next (operations.take_next). These defaults are correct on
+    # any backend; a backend overrides them with one indexed query each.
+
     def next_takeable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
         """The row of these kinds that claim_next takes first at `now` (DHP-STM-009/010):
-        the oldest dispatched among the pending, released and orphaned rows and the claimed
-        rows whose lease has expired. This default is correct on any backend; a backend
-        overrides it with one indexed query."""
+        the oldest dispatched among the pending, released and orphaned rows eligible at `now`
+        (their not_before is None or <= now, DHP-SCH-001) and the claimed rows whose lease
+        has expired."""
         for row in self.select(task_kinds=task_kinds):
             record = row["record"]
-            if record["state"] in ("pending", "released", "orphaned") or (
+            if record["state"] in TAKE_STATES and machine.eligible(record, now) or (
                     record["state"] == "claimed" and record["lease_expires_at"] <= now):
                 return row
         return None
 
-    @abstractmethod
-    def owner_incarnations(self) -> list[str]:
-        """The distinct liveness tokens of the owners of claimed handoffs."""
+    def claimed_by(self, incarnation: str, task_kinds: tuple[str, ...]) -> dict | None:
+        """The oldest claimed row of these kinds whose owner is this liveness token."""
+        for row in self.select(states=("claimed",), task_kinds=task_kinds):
+            if row["owner_incarnation"] == incarnation:
+                return row
+        return None
+
+    def next_due(self, task_kinds: tuple[str, ...], now: float) -> float | None:
+        """The earliest instant after `now` at which a row of these kinds becomes takeable
+        without any write: a not_before that passes or a lease that expires; None if none."""
+        times = [r["record"]["not_before"] if r["record"]["state"] != "claimed"
+                 else r["record"]["lease_expires_at"]
+                 for r in self.select(states=(*TAKE_STATES, "claimed"), task_kinds=task_kinds)]
+        return min((t for t in times if t is not None and t > now), default=None)
 
     # The supervisor's storage: its leadership row and the indexed scans of a pass, each
     # costing in proportion to the handoffs it finds (ids, oldest first).
@@ -205,6 +227,19 @@ class StoreBackend(ABC):
         """Problems the storage engine finds in its own files (empty when sound); the chain
         check of the records on top of it is operations.check_integrity."""
 
+    def announce_work(self) -> None:
+        """Wake this store's waiters (work_waiter) in every process: called after a commit
+        that may have made work takeable (dispatch, release, orphan, requeue, import). A
+        backend without a wake-up channel leaves this empty; its waiters then find the work
+        at their next periodic look (operations.IDLE_RECHECK_S)."""
+        return None
+
+    def work_waiter(self) -> AbstractContextManager[Callable[[float], bool]]:
+        """A registration for announce_work: `with store.work_waiter() as wait:` and then
+        `wait(seconds)` blocks until an announcement made after the registration, or the
+        time is up (returns whether it was woken). The default only sleeps."""
+        return nullcontext(_sleep)
+
     def in_transaction_on_this_thread(self) -> bool:
         """True while the calling thread is inside one of this store's transactions (a
         signal handler must not start another one then)."""
@@ -219,3 +254,8 @@ class StoreBackend(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _sleep(seconds: float) -> bool:
+    time.sleep(seconds)
+    return False

@@ -7,7 +7,9 @@ transaction, so the rules live in exactly one place and the fencing and lifecycl
 test the code the stores really run.
 
 A record is a dict with: state, owner, fence, lease_expires_at, attempts, steps, spend,
-first_claimed_at, last_progress_at, budget, dlq_reason. Times are seconds on the store clock.
+first_claimed_at, last_progress_at, budget, dlq_reason, progress_timeout_s, not_before (the
+instant before which nobody may take it, or None: spec/schedule.md). Times are seconds on the
+store clock.
 """
 
 from __future__ import annotations
@@ -44,12 +46,37 @@ class Outcome:
     changed: bool = True
 
 
-def new_record(budget: dict, progress_timeout_s: float | None = None) -> dict:
+# Backoff defaults (DHP-SCH-004): the cap when the budget names none, and the base of the
+# exponent, so attempt n waits backoff_s * 2 ** (n - 1).
+DEFAULT_BACKOFF_MAX_S = 3600.0
+BACKOFF_FACTOR = 2.0
+
+
+def new_record(budget: dict, progress_timeout_s: float | None = None,
+               not_before: float | None = None) -> dict:
     """The stored record of a freshly dispatched handoff."""
     return {"state": "pending", "owner": None, "fence": 0, "lease_expires_at": None,
             "attempts": 0, "steps": 0, "spend": 0, "first_claimed_at": None,
             "last_progress_at": None, "budget": dict(budget), "dlq_reason": None,
-            "progress_timeout_s": progress_timeout_s}
+            "progress_timeout_s": progress_timeout_s, "not_before": not_before}
+
+
+def eligible(record: dict, now: float) -> bool:
+    """DHP-SCH-001: a handoff may be taken only from its not_before instant on."""
+    not_before = record.get("not_before")
+    return not_before is None or now >= not_before
+
+
+def backoff_delay(budget: dict, attempts: int, draw: float = 0.0) -> float:
+    """DHP-SCH-004: the wait after failed attempt number `attempts` (1 for the first),
+    shortened by up to backoff_jitter of itself; `draw` in [0, 1) is the random part."""
+    base = budget.get("backoff_s")
+    if not base or attempts < 1:
+        return 0.0
+    cap = budget.get("backoff_max_s", DEFAULT_BACKOFF_MAX_S)
+    # min() before the power would overflow: 2 ** 1100 is not a float.
+    delay = min(cap, base * BACKOFF_FACTOR ** min(attempts - 1, 1023))
+    return delay * (1 - budget.get("backoff_jitter", 0) * draw)
 
 
 def lease_live(record: dict, now: float) -> bool:
@@ -117,6 +144,11 @@ def _take(record: dict, op: dict, now: float) -> Outcome:
         return _reject(record, Conflict(
             f"the fence is {record['fence']}, the largest allowed: no further claim or recover "
             "can be fenced", requirement="DHP-LIM-006"))
+    if not eligible(record, now):
+        return _reject(record, Conflict(
+            f"handoff is {state} and not eligible for another "
+            f"{record['not_before'] - now:.3f}s (not_before)", requirement="DHP-SCH-001",
+            details={"not_before_in": record["not_before"] - now}))
     cap = record["budget"].get("max_attempts")
     if cap is not None and record["attempts"] >= cap:
         return _dead_letter(record, "max_attempts", f"max_attempts {cap} exhausted",
@@ -128,7 +160,7 @@ def _take(record: dict, op: dict, now: float) -> Outcome:
                  lease_expires_at=now + op["ttl"], attempts=record["attempts"] + 1,
                  first_claimed_at=record["first_claimed_at"] if
                  record["first_claimed_at"] is not None else now,
-                 last_progress_at=now)
+                 last_progress_at=now, not_before=None)
     return Outcome(True, taken)
 
 
@@ -150,7 +182,8 @@ def _write(record: dict, op: dict, now: float) -> Outcome:
     if name == "heartbeat":
         return Outcome(True, dict(record, lease_expires_at=now + op["ttl"]))
     if name == "release":
-        return Outcome(True, dict(record, state="released", owner=None, lease_expires_at=None))
+        return Outcome(True, dict(record, state="released", owner=None, lease_expires_at=None,
+                                  not_before=_release_not_before(record, op, now)))
     if name == "checkpoint":
         return _checkpoint(record, op, now)
     problems = op.get("result_errors") or []
@@ -179,6 +212,16 @@ def _checkpoint(record: dict, op: dict, now: float) -> Outcome:
                               lease_expires_at=now + op["ttl"], last_progress_at=now))
 
 
+def _release_not_before(record: dict, op: dict, now: float) -> float | None:
+    """DHP-SCH-003: a release may delay the next take, by `delay_s` or, for a failed
+    attempt (`backoff`), by the budget's backoff."""
+    if op.get("backoff"):
+        delay = backoff_delay(record["budget"], record["attempts"], op.get("draw", 0.0))
+    else:
+        delay = op.get("delay_s") or 0
+    return now + delay if delay > 0 else None
+
+
 def _why_lost(record: dict, op: dict, now: float) -> str:
     if record["state"] != "claimed":
         return f"handoff is {record['state']}, not claimed by {op['worker']}"
@@ -205,7 +248,7 @@ def _requeue(record: dict, op: dict, now: float) -> Outcome:
         return _reject(record, Conflict(f"handoff is {record['state']}, not dead_lettered",
                                         requirement="DHP-STM-005"))
     return Outcome(True, dict(record, state="pending", attempts=0, steps=0, spend=0,
-                              first_claimed_at=None, dlq_reason=None))
+                              first_claimed_at=None, dlq_reason=None, not_before=None))
 
 
 def _orphan(record: dict, op: dict, now: float) -> Outcome:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import math
+import random
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -65,6 +67,17 @@ def check_seconds(name: str, value: Any, *, allow_none: bool = False) -> float |
     return value
 
 
+def check_delay(name: str, value: Any) -> float | None:
+    """A wait in seconds: None or a finite number >= 0 (DHP-SCH-002, DHP-SCH-003)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value < 0:
+        raise InvalidInput(f"{name} must be a number of seconds >= 0, not {value!r}",
+                           requirement="DHP-SCH-002")
+    return value
+
+
 def check_spend(spend: Any) -> int | float:
     if isinstance(spend, bool) or not isinstance(spend, (int, float)) \
             or not math.isfinite(spend) or spend < 0:
@@ -86,27 +99,34 @@ def _raise(outcome: machine.Outcome, hid: str) -> None:
 # --- dispatch and the takes -----------------------------------------------------------------
 
 def dispatch(backend: StoreBackend, intent: dict, *,
-             progress_timeout_s: float | None = None) -> str:
-    """Store a new handoff, or return the existing one of the same intent (DHP-ID-004)."""
-    return dispatch_many(backend, [intent], progress_timeout_s=progress_timeout_s)[0]
+             progress_timeout_s: float | None = None, delay_s: float | None = None) -> str:
+    """Store a new handoff, or return the existing one of the same intent (DHP-ID-004).
+    `delay_s` makes a new handoff eligible only that many store-clock seconds from now
+    (DHP-SCH-002)."""
+    return dispatch_many(backend, [intent], progress_timeout_s=progress_timeout_s,
+                         delay_s=delay_s)[0]
 
 
 def dispatch_many(backend: StoreBackend, intents: list[dict], *,
-                  progress_timeout_s: float | None = None) -> list[str]:
+                  progress_timeout_s: float | None = None,
+                  delay_s: float | None = None) -> list[str]:
     """dispatch for each intent in one transaction (one fsync): every intent is checked
     before anything is stored, so a bad one stores none. Returns the ids in order."""
     check_seconds("progress_timeout_s", progress_timeout_s, allow_none=True)
+    check_delay("delay_s", delay_s)
     now = _dt.datetime.now(_dt.timezone.utc)
+    not_before = backend.now() + delay_s if delay_s else None
     rows = []
     for intent in intents:
         envelope, text = envelope_and_text(intent, created_at=now)
         backend.limits.check_intent(intent)  # DHP-LIM-003, before anything is stored
         rows.append((envelope["handoff_id"], envelope,
-                     machine.new_record(intent["budget"], progress_timeout_s),
+                     machine.new_record(intent["budget"], progress_timeout_s, not_before),
                      envelope["created_at"], text))
     if rows:
         with backend.transaction() as tx:
             tx.insert_new(rows)
+        backend.announce_work()
     return [row[0] for row in rows]
 
 
@@ -135,27 +155,59 @@ def take(backend: StoreBackend, hid: str, name: str, worker: str, ttl: float) ->
     return row
 
 
+# The longest an idle claim_next(wait=...) sleeps without looking at the store, when nothing
+# announces work and no not_before or lease expiry of its kinds is due sooner. It bounds how
+# late a waiter sees work that nobody announces: a dead owner in a process that no pool
+# watches, or a write by a backend without announcements (spec/schedule.md).
+IDLE_RECHECK_S = 10.0
+
+
 def take_next(backend: StoreBackend, task_kinds: list[str] | tuple[str, ...], worker: str,
-              ttl: float) -> dict | None:
-    """claim_next: the oldest dispatched pending, released or orphaned handoff of these
-    kinds (an expired claim counts as orphaned), or None (DHP-STM-009/010). Work whose
-    budget forbids the claim is moved to the DLQ on the way and the search goes on
-    (DHP-STM-011)."""
+              ttl: float, *, wait: float | None = None, stop: Any = None) -> dict | None:
+    """claim_next: the oldest eligible pending, released or orphaned handoff of these kinds
+    (an expired claim counts as orphaned, in dispatch order, DHP-STM-009/010), else a claim
+    whose owner is dead (DHP-SCH-005), or None. Work whose budget forbids the claim is moved
+    to the DLQ on the way and the search goes on (DHP-STM-011). With `wait` (seconds),
+    blocks until a handoff can be taken or the time is up, waking when work is announced or
+    falls due, and at least every IDLE_RECHECK_S; `stop` (a threading.Event) ends the wait
+    early when set (and the store announced)."""
     check_worker(worker)
     check_seconds("ttl", ttl)
+    check_delay("wait", wait)
     kinds = tuple(task_kinds)
     if not kinds or not all(isinstance(k, str) for k in kinds):
         raise InvalidInput(f"task_kinds must be a non-empty list of strings, not {task_kinds!r}",
                            requirement="DHP-STM-012")
+    row, _ = _take_next_once(backend, kinds, worker, ttl)
+    if row is not None or not wait:
+        return row
+    deadline = time.monotonic() + wait
+    with backend.work_waiter() as sleep:
+        while stop is None or not stop.is_set():
+            # Registered first and then looked: an announcement in between is not lost.
+            row, due_in = _take_next_once(backend, kinds, worker, ttl)
+            left = deadline - time.monotonic()
+            if row is not None or left <= 0:
+                return row
+            sleep(min(t for t in (left, IDLE_RECHECK_S, due_in) if t is not None))
+    return None
+
+
+def _take_next_once(backend: StoreBackend, kinds: tuple[str, ...], worker: str,
+                    ttl: float) -> tuple[dict | None, float | None]:
+    """One look: (the taken row, None), or (None, seconds until something falls due)."""
     token = backend.liveness.token() if backend.liveness else None
     with backend.transaction() as tx:
         now = backend.now()
         while True:
-            row = tx.next_takeable(kinds, now)
+            row, op = tx.next_takeable(kinds, now), {"name": "claim"}
             if row is None:
-                return None
-            op = {"name": "claim", "worker": worker, "ttl": ttl}
-            outcome = machine.decide(row["record"], op, now)
+                row, op = _dead_owners_row(backend, tx, kinds), {"name": "recover",
+                                                                 "owner_dead": True}
+            if row is None:
+                due = tx.next_due(kinds, now)
+                return None, None if due is None else max(0.0, due - now)
+            outcome = machine.decide(row["record"], dict(op, worker=worker, ttl=ttl), now)
             if not outcome.changed:
                 raise Internal(f"claim_next picked {row['handoff_id']} but could not take it: "
                                f"{outcome.error}")
@@ -164,7 +216,7 @@ def take_next(backend: StoreBackend, task_kinds: list[str] | tuple[str, ...], wo
                           token if outcome.accepted else None)
             if outcome.accepted:
                 return dict(row, record=outcome.record, owner_incarnation=token,
-                            last_checkpoint=last)
+                            last_checkpoint=last), None
 
 
 def verified_for_resume(tx: Any, row: dict) -> dict | None:
@@ -197,6 +249,19 @@ def verified_for_resume(tx: Any, row: dict) -> dict | None:
     return last
 
 
+def _dead_owners_row(backend: StoreBackend, tx: Any, kinds: tuple[str, ...]) -> dict | None:
+    """A claimed row of these kinds whose owner process is certainly dead (its liveness lock
+    is free, DHP-SCH-005), or None."""
+    if backend.liveness is None:
+        return None
+    for token in tx.owner_incarnations():
+        if backend.liveness.owner_dead(token):
+            row = tx.claimed_by(token, kinds)
+            if row is not None:
+                return row
+    return None
+
+
 # --- the fenced writes ----------------------------------------------------------------------
 
 # When each fenced write must survive a power loss (backend.transaction, DHP-CKP-011).
@@ -206,15 +271,17 @@ WRITE_SYNC = {"heartbeat": "none", "checkpoint": "batch"}
 def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *,
           ttl: float | None = None, state: Any = None, spend: int | float = 0,
           result: Any = None, incarnation: str | None = None,
-          sync: str | None = None, limits_: limits.Limits | None = None) -> dict | None:
+          sync: str | None = None, limits_: limits.Limits | None = None,
+          delay_s: float | None = None, backoff: bool = False) -> dict | None:
     """heartbeat / checkpoint / complete / release by (worker, fence) (DHP-FEN-003).
 
     `incarnation`, when given, must also match the process that claimed: a restarted
     process reusing a worker id and an old fence is fenced out too. `sync` overrides when the
     write must reach the disk (backend.transaction; by default heartbeats "none", checkpoints
     "batch", the rest "commit"). `limits_` narrows the store's limits for this write (a
-    shipper's frame size). Returns the new checkpoint record for `checkpoint`, the result
-    record for `complete`.
+    shipper's frame size). A release may delay the next take by `delay_s`, or, after a
+    failed attempt (`backoff`), by the budget's backoff (DHP-SCH-003). Returns the new
+    checkpoint record for `checkpoint`, the result record for `complete`.
 
     Everything that costs time in proportion to the value (encoding it, checking its size,
     validating a result) happens before the write lock is taken (DHP-LIM-003, DHP-LIM-008)."""
@@ -227,12 +294,18 @@ def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *
     if name == "complete":
         text = bounds.encode("result", result, bounds.max_result_bytes)
         problems = result_problems(backend, hid, result)
+    check_delay("delay_s", delay_s)
+    if delay_s is not None and backoff:
+        raise InvalidInput("give a release either delay_s or backoff, not both",
+                           requirement="DHP-SCH-003")
     ttl = backend.ttl if ttl is None else check_seconds("ttl", ttl)
     sync = sync or WRITE_SYNC.get(name, "commit")
     with backend.transaction(sync=sync) as tx:
         row = tx.get(hid, envelope=False)
         now = backend.now()
-        op = {"name": name, "worker": worker, "fence": fence, "ttl": ttl, "spend": spend}
+        op = {"name": name, "worker": worker, "fence": fence, "ttl": ttl, "spend": spend,
+              "delay_s": delay_s, "backoff": backoff,
+              "draw": random.random() if backoff else 0.0}
         if row is not None and incarnation is not None \
                 and row["owner_incarnation"] not in (None, incarnation):
             op["worker"] = worker + EARLIER_INCARNATION
@@ -251,6 +324,8 @@ def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *
         if outcome.changed:
             keep = outcome.accepted and name in ("heartbeat", "checkpoint")
             tx.put_record(hid, outcome.record, row["owner_incarnation"] if keep else None)
+    if name == "release" and outcome.accepted:
+        backend.announce_work()
     _raise(outcome, hid)
     return made
 
@@ -286,6 +361,8 @@ def simple(backend: StoreBackend, hid: str, name: str, **extra: Any) -> bool:
         outcome = machine.decide(row["record"] if row else None, op, now)
         if outcome.changed:
             tx.put_record(hid, outcome.record, None)
+    if outcome.accepted and outcome.changed and name in ("orphan", "requeue"):
+        backend.announce_work()
     _raise(outcome, hid)
     return outcome.changed
 
@@ -325,7 +402,16 @@ def status_of(row: dict, now: float) -> dict:
                         "last_seq": last["seq"] if last else None},
         "lease_expires_in": round(expires - now, 6) if held else None,
         "spend": record["spend"], "steps": record["steps"], "dlq_reason": record["dlq_reason"],
+        "not_before_in": _not_before_in(record, state, now),
     }
+
+
+def _not_before_in(record: dict, state: str, now: float) -> float | None:
+    """Seconds until a waiting handoff may be taken (DHP-SCH-001), or None."""
+    not_before = record.get("not_before")
+    if state not in machine.TAKEABLE or not_before is None or not_before <= now:
+        return None
+    return round(not_before - now, 6)
 
 
 LIST_PAGE = 200  # rows per read transaction of a listing

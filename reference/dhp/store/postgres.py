@@ -122,12 +122,16 @@ MIGRATIONS: list[str] = [
         expires_at double precision NOT NULL
     )
     """,
+    # 2: delays and retries (DHP-SCH-001): a take waits until not_before (store clock).
+    """
+    ALTER TABLE {s}.handoffs ADD COLUMN not_before double precision
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 RECORD_COLUMNS = ("state", "owner", "fence", "lease_expires_at", "attempts", "steps", "spend",
                   "first_claimed_at", "last_progress_at", "budget", "dlq_reason",
-                  "progress_timeout_s")
+                  "progress_timeout_s", "not_before")
 _ROW_COLUMNS = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "owner_incarnation", "result",
                 "created_at", "updated_at")
 _CLOCK = "extract(epoch FROM clock_timestamp())::float8"
@@ -271,6 +275,29 @@ class PostgresTx(Tx):
             # so N workers pulling from one queue never queue behind each other.
             sql += " FOR UPDATE SKIP LOCKED"
         return [_row(r) for r in self._all(sql, args)]
+
+    # --- claim_next's scans: one indexed query each, skipping rows another writer holds ---
+
+    def _first(self, where: str, args: list, task_kinds: tuple[str, ...]) -> dict | None:
+        found = self._one(f"{self._select()} WHERE ({where}) AND task_kind = ANY(%s) "
+                          "ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED", [*args, list(task_kinds)])
+        return _row(found) if found else None
+
+    def next_takeable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
+        return self._first("state IN ('pending', 'released', 'orphaned') "
+                           "AND (not_before IS NULL OR not_before <= %s) "
+                           "OR state = 'claimed' AND lease_expires_at <= %s", [now, now],
+                           task_kinds)
+
+    def claimed_by(self, incarnation: str, task_kinds: tuple[str, ...]) -> dict | None:
+        return self._first("state = 'claimed' AND owner_incarnation = %s", [incarnation],
+                           task_kinds)
+
+    def next_due(self, task_kinds: tuple[str, ...], now: float) -> float | None:
+        due = "CASE WHEN state = 'claimed' THEN lease_expires_at ELSE not_before END"
+        return self._one(f"SELECT MIN({due}) FROM {{s}}.handoffs WHERE state IN ('pending', "
+                         "'released', 'orphaned', 'claimed') AND task_kind = ANY(%s) "
+                         f"AND {due} > %s", [list(task_kinds), now])[0]
 
     def owner_incarnations(self) -> list[str]:
         rows = self._all("SELECT DISTINCT owner_incarnation FROM {s}.handoffs "

@@ -44,7 +44,7 @@ from dhp.core.backend import DEFAULT_FSYNC_INTERVAL, DEFAULT_TTL, SYNCS, StoreBa
 from dhp.core.clock import boot_id, store_clock
 from dhp.core.errors import Internal, InvalidInput, StoreCorrupt, Unavailable
 from dhp.core.limits import Limits
-from dhp.store import liveness
+from dhp.store import doorbell, liveness
 
 DB_FILE = "dhp.sqlite3"
 BUSY_TIMEOUT_S = 30.0
@@ -101,13 +101,17 @@ MIGRATIONS: list[str] = [
         ON handoffs(first_claimed_at + json_extract(budget, '$.max_wall_clock_s'))
         WHERE state IN ('claimed', 'released', 'orphaned') AND first_claimed_at IS NOT NULL;
     """,
+    # 3: not_before, the instant before which a handoff may not be taken (spec/schedule.md).
+    """
+    ALTER TABLE handoffs ADD COLUMN not_before REAL;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # The machine's record, one column per member (budget as JSON text).
 RECORD_COLUMNS = ("state", "owner", "fence", "lease_expires_at", "attempts", "steps", "spend",
                   "first_claimed_at", "last_progress_at", "budget", "dlq_reason",
-                  "progress_timeout_s")
+                  "progress_timeout_s", "not_before")
 _ROW_COLUMNS = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "owner_incarnation", "result",
                 "created_at", "updated_at")
 _SELECT = f"SELECT {', '.join(_ROW_COLUMNS)} FROM handoffs"
@@ -266,18 +270,34 @@ class SQLiteTx(Tx):
                                  "LIMIT ?", (prefix, prefix + "~", limit))  # "~" > any digit
         return [r[0] for r in rows]
 
-    def next_takeable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
-        kinds = ", ".join("?" * len(task_kinds))
-        found = self.conn.execute(
-            f"{_SELECT} WHERE task_kind IN ({kinds}) AND (state IN ('pending', 'released', "
-            "'orphaned') OR (state = 'claimed' AND lease_expires_at <= ?)) "
-            "ORDER BY rowid LIMIT 1", (*task_kinds, now)).fetchone()
-        return None if found is None else _row(found)
-
     def owner_incarnations(self) -> list[str]:
         rows = self.conn.execute("SELECT DISTINCT owner_incarnation FROM handoffs "
                                  "WHERE state = 'claimed' AND owner_incarnation IS NOT NULL")
         return [r[0] for r in rows]
+
+    def _first(self, where: str, args: list, task_kinds: tuple[str, ...]) -> dict | None:
+        kinds = ", ".join("?" * len(task_kinds))
+        found = self.conn.execute(f"{_SELECT} WHERE {where} AND task_kind IN ({kinds}) "
+                                  "ORDER BY rowid LIMIT 1", [*args, *task_kinds]).fetchone()
+        return _row(found) if found else None
+
+    def next_takeable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
+        return self._first("(state IN ('pending', 'released', 'orphaned') "
+                           "AND (not_before IS NULL OR not_before <= ?) "
+                           "OR state = 'claimed' AND lease_expires_at <= ?)", [now, now],
+                           task_kinds)
+
+    def claimed_by(self, incarnation: str, task_kinds: tuple[str, ...]) -> dict | None:
+        return self._first("state = 'claimed' AND owner_incarnation = ?", [incarnation],
+                           task_kinds)
+
+    def next_due(self, task_kinds: tuple[str, ...], now: float) -> float | None:
+        kinds = ", ".join("?" * len(task_kinds))
+        return self.conn.execute(
+            "SELECT MIN(CASE WHEN state = 'claimed' THEN lease_expires_at ELSE not_before END) "
+            f"FROM handoffs WHERE state IN ('pending', 'released', 'orphaned', 'claimed') "
+            f"AND task_kind IN ({kinds}) AND CASE WHEN state = 'claimed' THEN lease_expires_at "
+            "ELSE not_before END > ?", [*task_kinds, now]).fetchone()[0]
 
     # --- the supervisor's storage (every scan backed by a partial index, migration 2) ---
 
@@ -317,6 +337,7 @@ class SQLiteTx(Tx):
             "AND first_claimed_at + json_extract(budget, '$.max_wall_clock_s') < ? LIMIT ?",
             (now, limit))
         return [r[0] for r in rows]
+
 
 
 _CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
@@ -490,6 +511,12 @@ class SQLiteStore(StoreBackend):
                 if not fsync:
                     conn.execute("PRAGMA synchronous=FULL")
                 self._busy_thread = None
+
+    def announce_work(self) -> None:
+        doorbell.ring(self.path / doorbell.FOLDER)
+
+    def work_waiter(self) -> doorbell.Waiter:
+        return doorbell.Waiter(self.path / doorbell.FOLDER)
 
     def storage_check(self) -> list[str]:
         try:

@@ -1,0 +1,69 @@
+"""`dhp worker MODULE[:ATTR]`: run the @dhp.task functions of a module in a pool."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from dhp.core.errors import DHPError
+
+EXAMPLES = """example:
+  # tasks.py holds @dhp.task("pages.fetch", output_schema=...) def fetch(ctx, inputs): ...
+  dhp worker tasks --store ./dhp-data --concurrency 4
+
+exit codes:
+  0  stopped by SIGTERM or SIGINT after draining (running work finished or released)
+  1  a worker failed for another reason (see the log)
+  2  usage error: MODULE cannot be imported, registers no task, or --kinds names an
+     unknown kind
+  3  store unavailable or failed at start (safe to retry)"""
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    from dhp.cli.commands import DEFAULT_STORE
+
+    p.add_argument("target", metavar="MODULE[:ATTR]",
+                   help="the module whose @dhp.task functions to run (imported from the "
+                        "current folder too); ATTR names one task or a list of tasks")
+    p.add_argument("--store", default=None, metavar="PATH",
+                   help=f"the store folder (default: $DHP_STORE, else {DEFAULT_STORE})")
+    p.add_argument("--concurrency", "-c", type=int, default=1, metavar="N",
+                   help="worker processes (or threads) to run (default 1)")
+    p.add_argument("--kinds", default=None, metavar="K[,K...]",
+                   help="run only these task kinds (default: every registered one)")
+    p.add_argument("--threads", action="store_true",
+                   help="run the workers as threads of one process (for I/O-bound tasks)")
+    p.add_argument("--grace", type=float, default=30.0, metavar="S",
+                   help="on SIGTERM, seconds a running task may take to finish before it is "
+                        "interrupted and released (default 30)")
+    p.add_argument("--ttl", type=float, default=None, metavar="S",
+                   help="lease length of each claim (default: the store's, 5 s)")
+    p.epilog = EXAMPLES
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+
+
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from dhp.cli.commands import default_store, exit_code, open_store
+    from dhp.worker.pool import Pool, load_tasks
+
+    if args.concurrency < 1:
+        parser.error(f"--concurrency must be at least 1, not {args.concurrency}")
+    if args.grace < 0:
+        parser.error(f"--grace must be 0 or more seconds, not {args.grace}")
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()] if args.kinds else None
+    try:
+        tasks = load_tasks(args.target, kinds)
+        store = open_store(args.store or default_store(), create=True)
+    except DHPError as exc:
+        print(f"dhp worker: error: {exc}", file=sys.stderr)
+        return exit_code(exc)
+    try:
+        return Pool(store, tasks, concurrency=args.concurrency, threads=args.threads,
+                    grace=args.grace, ttl=args.ttl).run()
+    finally:
+        store.close()
+
+
+def register(command) -> None:
+    command("worker", "run the @dhp.task functions of a module: a pool that takes, runs and "
+            "completes work, recovering a dead worker's work at once", configure)(run)

@@ -1,0 +1,106 @@
+"""Waking idle workers on one host without polling the store: a doorbell of named FIFOs.
+
+A waiter (claim_next with `wait`) makes a FIFO in `<store>/wake/` and blocks in select() on
+it. Whoever commits work that may be takeable (dispatch, release, orphan, requeue, import;
+SQLiteStore.announce_work) writes one byte to every FIFO there, which wakes every waiter of
+every process at once; each then looks at the store once. A FIFO keeps the byte until it is
+read, so an announcement between a waiter's registration and its select() is never lost.
+
+The waiter holds its FIFO open for reading and writing (Linux allows O_RDWR on a FIFO), so it
+never sees end-of-file, and a writer's non-blocking open fails with ENXIO only when the
+waiter's process is gone: the writer then removes the stale FIFO. A ring costs a directory
+listing, plus an open and a write per waiter.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import os
+import select
+import threading
+from pathlib import Path
+
+FOLDER = "wake"
+_names = itertools.count()
+
+
+def ring(folder: Path) -> int:
+    """Wake every waiter in `folder`; returns how many were rung."""
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return 0
+    rung = 0
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue  # a waiter's draft, not yet listening
+        try:
+            fd = os.open(entry.path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # nobody reads it: its process died
+                _unlink(entry.path)
+            continue
+        try:
+            os.write(fd, b"!")
+            rung += 1
+        except BlockingIOError:
+            rung += 1  # full of earlier rings: the waiter will wake anyway
+        finally:
+            os.close(fd)
+    return rung
+
+
+class Waiter:
+    """`with Waiter(folder) as wait: wait(seconds)`: one registration, many waits."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self._fd: int | None = None
+        self._path: Path | None = None
+
+    def __enter__(self) -> Waiter:
+        self.folder.mkdir(exist_ok=True)
+        name = f"{os.getpid()}-{threading.get_ident()}-{next(_names)}"
+        draft = self.folder / f".{name}"
+        os.mkfifo(draft, 0o600)
+        try:
+            # Open before the FIFO gets its ringable name, so a ringer never takes it for a
+            # dead waiter's.
+            self._fd = os.open(draft, os.O_RDWR | os.O_NONBLOCK)
+            self._path = self.folder / name
+            os.rename(draft, self._path)
+        except BaseException:
+            _unlink(draft)
+            self.__exit__()
+            raise
+        return self
+
+    def __call__(self, seconds: float) -> bool:
+        """Block until a ring or `seconds` pass; True when rung (the rings are consumed)."""
+        if self._fd is None:
+            raise RuntimeError("Waiter used outside its with block")
+        ready, _, _ = select.select([self._fd], [], [], max(0.0, seconds))
+        if not ready:
+            return False
+        try:
+            while os.read(self._fd, 4096):
+                pass
+        except BlockingIOError:
+            pass
+        return True
+
+    def __exit__(self, *exc: object) -> None:
+        if self._path is not None:
+            _unlink(self._path)
+            self._path = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _unlink(path: str | os.PathLike) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,229 @@
+"""`dhp worker`: a pool of worker processes (or threads) over one store.
+
+Processes (the default): the parent forks `concurrency` children, each one Runner, and
+watches them. When a child dies (kill -9, OOM) the parent rings the store's doorbell, so an
+idle sibling looks at once and claim_next takes the dead child's handoff (its liveness lock
+is free, DHP-SCH-005) from the last checkpoint; then the parent starts a new child. No
+supervisor is involved.
+
+Threads (`--threads`): one process, `concurrency` Runner threads; for functions that wait on
+I/O. A kill -9 then takes the whole pool, and another pool or worker recovers its work.
+
+SIGTERM or SIGINT drains: nothing new is taken, running functions get `grace` seconds to
+finish, then are interrupted and their handoffs released (no backoff) for another worker.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from typing import Any, TextIO
+
+from dhp import api
+from dhp.core.backend import StoreBackend
+from dhp.core.errors import InvalidInput
+from dhp.worker.runtime import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
+    Drain,
+    Runner,
+    log_line,
+    run_threads,
+)
+from dhp.worker.task import REGISTRY, Task
+
+# A child that ends by itself sooner than this after its start is failing at start-up; the
+# pool waits this long before it starts another (no tight restart loop).
+RESTART_AFTER_S = 1.0
+
+
+def load_tasks(spec: str, kinds: list[str] | None = None) -> dict[str, Task]:
+    """The tasks named by MODULE[:ATTR]: ATTR is a task or a list of tasks; without it,
+    every task registered once the module is imported. `kinds` keeps only those."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name:
+        raise InvalidInput(f"give the worker MODULE[:ATTR], not {spec!r}")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # `dhp worker tasks` finds ./tasks.py, like python -m
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InvalidInput(f"cannot import {module_name!r}: {exc}") from None
+    if attr:
+        try:
+            found: Any = getattr(module, attr)
+        except AttributeError:
+            raise InvalidInput(f"module {module_name!r} has no attribute {attr!r}") from None
+        listed = [found] if isinstance(found, Task) else list(found) \
+            if isinstance(found, (list, tuple)) else None
+        if listed is None or not all(isinstance(t, Task) for t in listed):
+            raise InvalidInput(f"{spec} is not a @dhp.task (or a list of them): {found!r}")
+        tasks = {t.kind: t for t in listed}
+    else:
+        tasks = dict(REGISTRY)
+    if not tasks:
+        raise InvalidInput(f"{spec} registers no task: decorate a function with @dhp.task")
+    if kinds:
+        unknown = [k for k in kinds if k not in tasks]
+        if unknown:
+            raise InvalidInput(f"no task of kind {', '.join(map(repr, unknown))} in {spec}; "
+                               f"it has {', '.join(map(repr, tasks))}")
+        tasks = {k: tasks[k] for k in kinds}
+    return tasks
+
+
+class Pool:
+    def __init__(self, store: StoreBackend, tasks: dict[str, Task], *, concurrency: int,
+                 threads: bool = False, grace: float = 30.0, ttl: float | None = None,
+                 out: TextIO = sys.stderr):
+        if concurrency < 1:
+            raise InvalidInput(f"concurrency must be at least 1, not {concurrency}")
+        self.store = store
+        self.tasks = tasks
+        self.concurrency = concurrency
+        self.threads = threads
+        self.grace = grace
+        self.ttl = ttl
+        self.out = out
+        self.stop = threading.Event()
+        self.name = f"pool-{socket.gethostname()}-{os.getpid()}"
+        self.children: dict[int, tuple[int, float]] = {}  # pid -> (slot, started at)
+
+    def log(self, event: str, text: str) -> None:
+        log_line(self.out, self.name, event, text)
+
+    def run(self) -> int:
+        kinds = ", ".join(self.tasks)
+        how = "threads" if self.threads else "processes"
+        self._on_stop_signals()  # before the start line: from then on SIGTERM drains
+        self.log("start", f"{self.concurrency} {how} for {kinds} on {self.store!r}")
+        code = self._run_threads() if self.threads else self._run_processes()
+        self.log("stop", f"exit {code}")
+        return code
+
+    # --- threads -------------------------------------------------------------------------
+
+    def _run_threads(self) -> int:
+        host = socket.gethostname()
+        ids = [f"{host}-{os.getpid()}-t{i + 1}" for i in range(self.concurrency)]
+        threads = run_threads(self.store, self.tasks, ids, stop=self.stop, out=self.out,
+                              ttl=self.ttl)
+        while any(t.is_alive() for t in threads) and not self.stop.is_set():
+            self.stop.wait(1.0)  # a signal handler sets it; the wait wakes for it
+        if not self.stop.is_set():
+            return EXIT_FAILED  # every thread ended by itself: the log says why
+        self.store.announce_work()  # idle threads stop waiting
+        deadline = time.monotonic() + self.grace
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if any(t.is_alive() for t in threads):
+            released = api.drain()  # the running ones' next write gets lease_lost
+            self.log("drain", f"grace of {self.grace}s over: released {released} handoff(s)")
+        return EXIT_OK
+
+    # --- processes -----------------------------------------------------------------------
+
+    def _run_processes(self) -> int:
+        children = self.children
+        for slot in range(1, self.concurrency + 1):
+            self._start(children, slot)
+        failed = None
+        while children:
+            try:
+                pid, status = os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+            slot, started = children.pop(pid)
+            if self.stop.is_set():
+                continue
+            code = os.waitstatus_to_exitcode(status)
+            how = f"signal {-code}" if code < 0 else f"exit {code}"
+            self.log("died", f"worker {slot} (pid {pid}) ended by {how}")
+            self.store.announce_work()  # its siblings take its handoff now
+            quick = time.monotonic() - started < RESTART_AFTER_S
+            if quick and code > 0:  # it failed by itself at start: stop rather than loop
+                failed = code if code in (EXIT_USAGE, EXIT_UNAVAILABLE) else EXIT_FAILED
+                self.stop.set()
+                self._forward()
+                continue
+            if quick:
+                time.sleep(RESTART_AFTER_S)
+            if not self.stop.is_set():
+                pid = self._start(children, slot)
+                self.log("restart", f"worker {slot} as pid {pid}")
+        return EXIT_OK if failed is None else failed
+
+    def _start(self, children: dict[int, tuple[int, float]], slot: int) -> int:
+        pid = os.fork()
+        if pid == 0:  # the child: one Runner, then leave without the parent's cleanup
+            code = EXIT_FAILED
+            try:
+                code = self._child()
+            finally:
+                os._exit(code)
+        children[pid] = (slot, time.monotonic())
+        return pid
+
+    def _child(self) -> int:
+        worker_id = f"{socket.gethostname()}-{os.getpid()}"
+        runner = Runner(self.store, self.tasks, worker_id, stop=self.stop, out=self.out,
+                        ttl=self.ttl)
+
+        first_signal: list[float] = []
+
+        def on_term(signum: int, frame: Any) -> None:
+            # Ctrl-C reaches the parent and every child, and the parent forwards it: one
+            # drain. A signal a second later or more means "now".
+            if first_signal and time.monotonic() - first_signal[0] < 1.0:
+                return
+            again = bool(first_signal)
+            first_signal.append(time.monotonic())
+            self.stop.set()
+            if not runner.busy:
+                self.store.announce_work()  # ends this worker's wait, if it waits
+            elif again or self.grace <= 0:
+                raise Drain()
+            else:
+                signal.alarm(max(1, math.ceil(self.grace)))  # then SIGALRM interrupts it
+
+        def on_alarm(signum: int, frame: Any) -> None:
+            if runner.busy:
+                raise Drain()
+
+        signal.signal(signal.SIGTERM, on_term)
+        signal.signal(signal.SIGINT, on_term)
+        signal.signal(signal.SIGALRM, on_alarm)
+        try:
+            return runner.run_until_stopped()
+        finally:
+            self.store.close()
+            if self.store.liveness is not None:
+                self.store.liveness.close()
+
+    # --- signals -------------------------------------------------------------------------
+
+    def _on_stop_signals(self) -> None:
+        def handler(signum: int, frame: Any) -> None:
+            if not self.stop.is_set():
+                self.log("draining", f"{signal.Signals(signum).name}: finishing or "
+                                     f"releasing running work (grace {self.grace}s)")
+            self.stop.set()
+            self._forward()
+
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+
+    def _forward(self) -> None:
+        for pid in list(self.children):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
