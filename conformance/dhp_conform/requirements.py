@@ -32,6 +32,13 @@ BEYOND_A_RUN = {
                    "processes to a few milliseconds, wall-clock steps, drift), which a run on "
                    "one host through the adapter cannot vary",
     "DHP-LSE-013": "it is about a deployment in which two implementations share one store",
+    "DHP-SEC-004": "it needs stored records changed behind the implementation's back, and the "
+                   "kit never touches an implementation's storage",
+    "DHP-SEC-005": "it needs the store's files damaged behind the implementation's back, and "
+                   "the kit never touches an implementation's storage",
+    "DHP-TRN-034": "the bounds are the implementation's to choose, so no number of connections "
+                   "the kit opens can show one missing, and what a connection costs the server "
+                   "over time is not visible from outside",
 }
 
 

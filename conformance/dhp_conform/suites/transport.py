@@ -386,6 +386,28 @@ def server_refuses_unauthenticated(ctx: Ctx) -> None:
 
 # --- the kit as a shipper: bad data frames -------------------------------------------------
 
+PREAUTH_PROBE_BYTES = 64 * 1024  # far beyond "a few KiB" (DHP-TRN-033): a handshake is ~200 B
+
+
+def server_bounds_preauth_frames(ctx: Ctx) -> None:
+    """A 64 KiB frame before authentication is refused with invalid_input and the
+    connection closed (DHP-TRN-033), and nothing is stored."""
+    peer = Peer(ctx, "trn-server-preauth")
+    hello = dict(wire.hello_frame(), padding="x" * PREAUTH_PROBE_BYTES)
+    conn = wire.Conn.open("127.0.0.1", peer.port)
+    conn.send(hello)
+    got = wire.answers(conn, 1, timeout=5.0)
+    closed = conn.closed_within(5.0)
+    codes = [_error_code(a) for a in got]
+    ctx.record("DHP-TRN-033", codes == ["invalid_input"] and closed,
+               f"a {PREAUTH_PROBE_BYTES // 1024} KiB hello before authentication: expected an "
+               "invalid_input error frame and the connection closed; got "
+               f"{[_short(a) for a in got]}, {'closed' if closed else 'still open'}",
+               _transcript([{"type": "hello", "padding": f"<{PREAUTH_PROBE_BYTES} bytes>"}],
+                           got))
+    conn.close()
+
+
 def server_rejects_bad_frames(ctx: Ctx) -> None:
     peer = Peer(ctx, "trn-server-reject")
     a_id, a_env = _handoff(ctx, "a")
@@ -919,6 +941,8 @@ CHECKS = [
           feature=FEATURE, cls="transport"),
     Check("transport", "short-secret", ["DHP-TRN-013"], short_secret, feature=FEATURE,
           cls="transport"),
+    Check("transport", "server-bounds-preauth-frames", ["DHP-TRN-033"],
+          server_bounds_preauth_frames, feature=FEATURE, cls="transport"),
     Check("transport", "shipper-delivers",
           ["DHP-TRN-001", "DHP-TRN-004", "DHP-TRN-005", "DHP-TRN-014", "DHP-TRN-021",
            "DHP-ADP-017", "DHP-ADP-018"],
