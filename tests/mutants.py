@@ -62,7 +62,7 @@ MUTANTS: list[dict] = [
      "suite": "supervisor", "expected_requirement": "DHP-SUP-002"},
     # --- supervisor bugs: each must fail under the supervisor's own requirement -------------
     {"name": "supervisor-skips-wall-clock", "file": "supervisor.py",
-     "old": ('            actions += self._sweep("dead_letter", supervisor_sql.over_wall_clock,\n'
+     "old": ('            actions += self._sweep("dead_letter", self._over_wall_clock_ids,\n'
              "                                   self._out_of_time)\n"),
      "new": "",
      "suite": "supervisor", "expected_requirement": "DHP-SUP-005"},

@@ -61,7 +61,7 @@ def test_dhp_mcp_is_certified_with_zero_findings(tmp_path):
     code, report, output = conform(tmp_path, "--quick")
     assert code == 0 and not failures(report), output[-4000:]
     verdicts = {name: v["verdict"] for name, v in report["verdicts"].items()}
-    assert verdicts == {"store": "PASS", "mcp-server": "PASS"}
+    assert verdicts == {"mcp-server": "PASS"}
     checks = {r["check"] for r in report["results"]}
     assert {"mcp:tools", "mcp:errors", "mcp:lease-token", "mcp:session-heartbeat",
             "mcp:session-end", "mcp:soak-kill9", "fencing:killed-owner"} <= checks

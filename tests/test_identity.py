@@ -189,22 +189,29 @@ def test_fast_path_writes_what_the_walk_writes(value):
     from dhp.core import canonical
 
     walked: list[str] = []
-    canonical._write(value, "$", walked)
+    canonical._write(value, "$", walked, canonical.MAX_DEPTH)
     assert dhp.canonical_json(value) == "".join(walked).encode("utf-8") == rfc8785.dumps(value)
 
 
 def test_fast_path_leaves_deep_and_cyclic_values_to_the_walk():
     from dhp.core import canonical
 
-    deep: list = []
-    inner = deep
-    for _ in range(canonical._PLAIN_DEPTH + 10):
-        inner.append([])
-        inner = inner[0]
-    assert not canonical._plain(deep)
-    assert dhp.canonical_json(deep) == b"[" * 511 + b"]" * 511
+    def nested(levels: int) -> list:
+        value: list = []
+        inner = value
+        for _ in range(levels - 1):
+            inner.append([])
+            inner = inner[0]
+        return value
+
+    limit = canonical.MAX_DEPTH
+    assert canonical._plain(nested(limit), limit)
+    assert dhp.canonical_json(nested(limit)) == b"[" * limit + b"]" * limit
+    assert not canonical._plain(nested(limit + 10), limit)  # the walk refuses it, naming why
+    with pytest.raises(dhp.InvalidInput, match="nested deeper"):
+        dhp.canonical_json(nested(limit + 10))
     cyclic: list = []
     cyclic.append(cyclic)
-    assert not canonical._plain(cyclic)  # terminates; the walk then refuses it
-    with pytest.raises(RecursionError):
+    assert not canonical._plain(cyclic, limit)  # terminates; the walk then refuses it
+    with pytest.raises(dhp.InvalidInput, match="nested deeper"):
         dhp.canonical_json(cyclic)

@@ -306,7 +306,14 @@ def test_a_closed_session_orphans_its_leases_for_claim_next(tmp_path):
                               read_timeout_seconds=TIMEOUT) as a:
                 _, d = await call(a, "dispatch", dispatch_args())
                 await call(a, "claim", {"handoff_id": d["handoff_id"], "worker_id": "a"})
-            _, st = await call(b, "status", {"handoff_id": d["handoff_id"]})
+            # a's server process sees its stdin close and ends the session: wait for that
+            # (a few ms; bounded generously for a loaded machine), not for a lease to expire
+            deadline = time.monotonic() + 10
+            while True:
+                _, st = await call(b, "status", {"handoff_id": d["handoff_id"]})
+                if st["state"] == "orphaned" or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.05)
             assert st["state"] == "orphaned"
             _, t = await call(b, "claim_next", {"task_kinds": ["test.mcp"], "worker_id": "b"})
             assert t["lease"]["handoff_id"] == d["handoff_id"]

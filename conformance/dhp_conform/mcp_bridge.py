@@ -56,7 +56,9 @@ class Bridge:
         return {"protocol": "1", "dhp": "1.0",
                 "implementation": {"name": f"MCP server: {self.template[0]}", "language": "mcp",
                                    "version": "binding 1.0"},
-                "classes": ["store", "mcp-server"], "features": FEATURES}
+                # The store checks run through the tools are evidence for the binding; the
+                # store class itself is an adapter's (DHP-ADP-*), which an MCP server is not.
+                "classes": ["mcp-server"], "features": FEATURES}
 
     async def op_init(self, args: dict) -> dict:
         if args.get("clock", "system") != "system":

@@ -337,7 +337,8 @@ def soak(ctx: Ctx) -> None:
 
 
 CHECKS = [
-    Check("mcp", "tools", ["DHP-MCP-001", "DHP-MCP-002"], tools_and_results),
+    # The kit reaches the server over stdio only: a server without it fails here (DHP-MCP-010).
+    Check("mcp", "tools", ["DHP-MCP-001", "DHP-MCP-002", "DHP-MCP-010"], tools_and_results),
     Check("mcp", "errors", ["DHP-MCP-003", "DHP-MCP-004", "DHP-MCP-005"], errors),
     Check("mcp", "lease-token", ["DHP-MCP-005", "DHP-MCP-009"], lease_token),
     Check("mcp", "session-heartbeat", ["DHP-MCP-006"], session_heartbeat, timing=True),
