@@ -90,6 +90,10 @@ def tools_and_results(ctx: Ctx) -> None:
     async def run() -> None:
         async with _session(ctx, argv, "a") as s:
             listed = {t.name: t for t in await s.tools()}
+            # The kit starts the server as a subprocess and speaks MCP over its stdin/stdout:
+            # a session that answers tools/list is the stdio transport (DHP-MCP-010).
+            ctx.expect("DHP-MCP-010", bool(listed), "the server answered tools/list over stdio "
+                       "with no tools")
             missing = [n for n in TOOLS if n not in listed]
             ctx.expect("DHP-MCP-001", not missing, f"tools missing: {missing}")
             for name in TOOLS:
