@@ -24,7 +24,6 @@ from dhp.core.errors import InvalidInput
 from dhp.core.limits import DEFAULT as DEFAULT_LIMITS
 from dhp.core.limits import Limits
 
-TAKE_STATES = ("pending", "released", "orphaned")
 DEFAULT_TTL = 5.0
 # The longest a burst of checkpoints goes without an fsync (sync="batch"), in seconds.
 DEFAULT_FSYNC_INTERVAL = 0.1
@@ -140,7 +139,7 @@ class Tx(ABC):
         has expired."""
         for row in self.select(task_kinds=task_kinds):
             record = row["record"]
-            if record["state"] in TAKE_STATES and machine.eligible(record, now) or (
+            if record["state"] in machine.TAKEABLE and machine.eligible(record, now) or (
                     record["state"] == "claimed" and record["lease_expires_at"] <= now):
                 return row
         return None
@@ -157,7 +156,8 @@ class Tx(ABC):
         without any write: a not_before that passes or a lease that expires; None if none."""
         times = [r["record"]["not_before"] if r["record"]["state"] != "claimed"
                  else r["record"]["lease_expires_at"]
-                 for r in self.select(states=(*TAKE_STATES, "claimed"), task_kinds=task_kinds)]
+                 for r in self.select(states=(*sorted(machine.TAKEABLE), "claimed"),
+                                      task_kinds=task_kinds)]
         return min((t for t in times if t is not None and t > now), default=None)
 
     # The supervisor's storage: its leadership row and the indexed scans of a pass, each

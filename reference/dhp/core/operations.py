@@ -30,8 +30,6 @@ from dhp.core.errors import (
     StoreCorrupt,
 )
 
-TAKE_STATES = ("pending", "released", "orphaned")
-
 # --- argument checks ------------------------------------------------------------------------
 
 # What the store writes as the worker of a write from another process incarnation of the
