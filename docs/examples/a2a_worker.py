@@ -13,18 +13,12 @@ KIND = "pages.count"
 
 
 def take(store, me):
-    """The next handoff: a waiting one, or one whose owner process died (its liveness lock is
-    free, so recover takes it at once, with a higher fence)."""
-    while True:
-        ctx = dhp.claim_next(store, KIND, me)
-        if ctx is not None:
-            return ctx
-        for handoff in dhp.list_handoffs(store, state="claimed", task_kind=KIND):
-            try:
-                return dhp.recover(store, handoff["handoff_id"], me)
-            except dhp.Conflict:
-                continue  # its owner is alive: not ours to take
-        time.sleep(0.05)
+    """The next handoff: a waiting one, or one whose owner process died (claim_next takes a
+    dead owner's work at once, with a higher fence); waits for one without polling."""
+    ctx = None
+    while ctx is None:
+        ctx = dhp.claim_next(store, KIND, me, wait=5)
+    return ctx
 
 
 def main(store_path, me):
