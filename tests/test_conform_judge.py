@@ -241,3 +241,24 @@ def test_a_request_the_kit_paused_is_not_an_adapter_error(tmp_path):
     assert sc.expect_silence(proc, hello)
     later = harness.history.add("invoke", scenario=sc.name, process="c4", op="status", args={})
     assert not sc.expect_silence(proc, later)
+
+
+@pytest.mark.covers("DHP-LOG-003")
+def test_a_frozen_writers_late_acknowledgement_is_no_log_order_problem():
+    """c1 commits step 1 and is frozen before it answers; c2 takes over, writes step 2 and is
+    acknowledged; then c1 thaws and its answer arrives. The log rightly holds step 1 first."""
+    from dhp_conform.suites.chaos import log_order
+    one, two = {"step": 1, "by": "c1"}, {"step": 2, "by": "c2"}
+    acked = [(5, 9, two), (1, 12, one)]  # in acknowledgement order: c2's ok came first
+    assert log_order(acked, [one, two]) == ([], [], {0: 1, 1: 0})
+
+
+@pytest.mark.covers("DHP-LOG-003", "DHP-CKP-009")
+def test_a_log_out_of_real_time_order_or_lacking_a_checkpoint_is_found():
+    from dhp_conform.suites.chaos import log_order
+    one, two, three = ({"step": i} for i in (1, 2, 3))
+    acked = [(0, 1, one), (2, 3, two), (4, 5, three)]  # one after another
+    missing, inverted, _ = log_order(acked, [two, one, three])
+    assert missing == [] and inverted == [(0, 1)]
+    missing, inverted, _ = log_order(acked, [one, three])
+    assert missing == [two] and inverted == []
