@@ -58,7 +58,11 @@ _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 # notices a vanished client (its row and advisory locks are freed) and the client a vanished
 # server. Seconds / milliseconds as Postgres reads them.
 STATEMENT_TIMEOUT_MS = 30_000
-IDLE_IN_TRANSACTION_MS = 10_000
+# A client paused inside a transaction holds its row locks until this ends its session: kept
+# below the shortest lease people run (the kit's 1 s), so that a frozen owner or supervisor
+# leader delays its successor's take by no more than its own lease would (DHP-SUP-012).
+# Our transactions never idle on purpose; only a stalled client reaches it.
+IDLE_IN_TRANSACTION_MS = 1_000
 SERVER_KEEPALIVES = {"tcp_keepalives_idle": 5, "tcp_keepalives_interval": 1,
                      "tcp_keepalives_count": 3, "tcp_user_timeout": 10_000}
 CLIENT_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 1,
