@@ -122,7 +122,7 @@ def paired(num: list[float], den: list[float], digits: int = 3) -> dict | None:
         return None
     return {"median": round(statistics.median(ratios), digits),
             "min": round(min(ratios), digits), "max": round(max(ratios), digits),
-            "n": len(ratios), "spread": "min-max of per-pair ratios"}
+            "n": len(ratios)}
 
 
 def ratio(a: float | None, b: float | None, digits: int = 2) -> float | None:
