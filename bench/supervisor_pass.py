@@ -8,13 +8,16 @@ For each size (1,000, 5,000 and 20,000 running handoffs by default), per side:
   (ours: `dhp.supervisor`'s single-pass call; the original: its leader's `scan()`), and then
   one more with nothing expired (the idle cost of a pass at that size).
 
-Running stays N in every round (the previous round's 10 are orphaned by then). Prints one
-JSON line: per side and size the median pass time with 10 expired and with 0 expired, the
-actions per pass, and the growth of the 10-expired pass from the smallest to the largest
+Running stays N in every round (the previous round's 10 are orphaned by then). Both sides
+are set up before the rounds start and take turns within each round (the first side
+alternating). Prints one JSON line: per side and size the median pass time with 10 expired
+and with 0 expired, the actions per pass, the median of the per-round ratios original / ours
+with their min-max spread, and the growth of the 10-expired pass from the smallest to the largest
 size (a cost that follows the running handoffs grows about 20x from 1,000 to 20,000).
 Ours is seeded through the SDK (one durable transaction per call); the original through its
 SDK inside one transaction per batch, which its autocommit connection allows.
-Usage: python bench/supervisor_pass.py [--sizes 1000,5000,20000] [--rounds 3] [--sides ours,orig]
+Usage: python bench/supervisor_pass.py [--sizes 1000,5000,20000] [--rounds 5] [--sides ours,orig]
+       [--quick]
 """
 
 from __future__ import annotations
@@ -112,31 +115,45 @@ class Child:
                 self.proc.wait()
 
 
-def measure(side: str, running: int, rounds: int) -> dict:
-    root = C.scratch(f"sup-{side}-{running}")
-    holder = Child(side, "holder", "--root", root, "--running", str(running),
-                   "--rounds", str(rounds))
-    sup = None
+def measure(sides: list[str], running: int, rounds: int) -> dict:
+    """Every side's holder and supervisor set up first (one after the other), then rounds in
+    which the sides take turns: their 10 short leases planted together, then, after they
+    expired, one pass per side with 10 expired and one with 0, the first side alternating."""
+    holders: dict[str, Child] = {}
+    sups: dict[str, Child] = {}
     try:
-        sup = Child(side, "supervisor", "--root", root)
-        sup.ask("pass")  # warm-up: first pass may set things up (leadership, caches)
-        busy, idle, actions = [], [], []
-        for _ in range(rounds):
-            holder.ask("expire")
+        for side in sides:
+            root = C.scratch(f"sup-{side}-{running}")
+            holders[side] = Child(side, "holder", "--root", root, "--running", str(running),
+                                  "--rounds", str(rounds))
+            sups[side] = Child(side, "supervisor", "--root", root)
+            sups[side].ask("pass")  # warm-up: first pass may set things up (leadership)
+        busy: dict[str, list] = {side: [] for side in sides}
+        idle: dict[str, list] = {side: [] for side in sides}
+        actions: dict[str, list] = {side: [] for side in sides}
+        for r in range(rounds):
+            for side in sides:
+                holders[side].ask("expire")
             time.sleep(SHORT_TTL + 0.1)
-            got = json.loads(sup.ask("pass"))
-            busy.append(got["ms"])
-            actions.append(got["actions"])
-            idle.append(json.loads(sup.ask("pass"))["ms"])
+            for side in C.order(sides, r):
+                got = json.loads(sups[side].ask("pass"))
+                busy[side].append(got["ms"])
+                actions[side].append(got["actions"])
+            for side in C.order(sides, r):
+                idle[side].append(json.loads(sups[side].ask("pass"))["ms"])
     finally:
-        for child in (sup, holder):
-            if child is not None:
-                child.close()
-    out = {"running": running, "pass_10_expired_ms": round(statistics.median(busy), 2),
-           "pass_0_expired_ms": round(statistics.median(idle), 2),
-           "actions_per_pass": actions}
-    C.log(f"{side} {running} running: 10 expired {out['pass_10_expired_ms']} ms, "
-          f"0 expired {out['pass_0_expired_ms']} ms, actions {actions}")
+        for child in [*sups.values(), *holders.values()]:
+            child.close()
+    out = {}
+    for side in sides:
+        out[side] = {"running": running,
+                     "pass_10_expired_ms": round(statistics.median(busy[side]), 2),
+                     "pass_0_expired_ms": round(statistics.median(idle[side]), 2),
+                     "pass_10_expired_ms_runs": [round(x, 2) for x in busy[side]],
+                     "actions_per_pass": actions[side]}
+        C.log(f"{side} {running} running: {out[side]}")
+    if "ours" in out and "orig" in out:
+        out["orig_over_ours_10_expired"] = C.paired(busy["orig"], busy["ours"], 1)
     return out
 
 
@@ -146,19 +163,21 @@ def main() -> None:
     ap.add_argument("--role", help=argparse.SUPPRESS)
     ap.add_argument("--root", help=argparse.SUPPRESS)
     ap.add_argument("--running", type=int, help=argparse.SUPPRESS)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--sizes", default="1000,5000,20000")
     ap.add_argument("--sides", default="ours,orig")
-    args = ap.parse_args()
+    args = C.parse(ap, {"sizes": "200,1000", "rounds": 2})
     if args.child:
         side = C.load_side(args.child)
         {"holder": role_holder, "supervisor": role_supervisor}[args.role](side, args)
         return
+    run = C.Run("supervisor_pass", args)
     sizes = [int(s) for s in args.sizes.split(",")]
-    out = {"benchmark": "supervisor_pass", "expired_per_pass": EXPIRING, "rounds": args.rounds}
-    for side in args.sides.split(","):
-        C.log(f"supervisor_pass: {side}")
-        results = [measure(side, n, args.rounds) for n in sizes]
+    sides = args.sides.split(",")
+    out = {"expired_per_pass": EXPIRING, "rounds": args.rounds}
+    per_size = [measure(sides, n, args.rounds) for n in sizes]
+    for side in sides:
+        results = [row[side] for row in per_size]
         first, last = results[0], results[-1]
         out[side] = {"sizes": results,
                      "growth_10_expired_largest_over_smallest": C.ratio(
@@ -166,10 +185,9 @@ def main() -> None:
                      "running_ratio": round(last["running"] / first["running"], 1)}
     if "ours" in out and "orig" in out:
         out["ratio_orig_over_ours_10_expired"] = {
-            str(o["running"]): C.ratio(g["pass_10_expired_ms"], o["pass_10_expired_ms"])
-            for o, g in zip(out["ours"]["sizes"], out["orig"]["sizes"], strict=True)}
-    C.emit(out)
-
+            str(n): row["orig_over_ours_10_expired"] for n, row in zip(sizes, per_size,
+                                                                       strict=True)}
+    run.finish(out)
 
 if __name__ == "__main__":
     sys.exit(main())
