@@ -54,7 +54,7 @@ def child_server(side: str, root: str, tls: str) -> None:
         os.environ["DHP_TRANSPORT_TOKEN"] = SECRET
         import socket
 
-        from dhp.transport.server import TransportServer
+        from dhp.net import TransportServer  # the original's module names
         with socket.socket() as probe:  # it cannot pick a free port itself
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
@@ -104,8 +104,8 @@ def _ours_job(port: int, tls: str, buffer: str, count: int, size: int, tag: str)
 
 
 def _orig_job(port: int, tls: str, buffer: str, count: int, size: int, tag: str):
-    from dhp.core import envelope as E
-    from dhp.transport.server import NetShipper
+    from dhp import envelope as E  # the original's module names
+    from dhp.net import NetShipper
     warm_env = E.build("bench.ship", {"tag": f"{tag}-warm"}, C.OUTPUT_SCHEMA)
     env = E.build("bench.ship", {"tag": tag}, C.OUTPUT_SCHEMA)
     states = [C.padded_state(size, i) for i in range(count)]
