@@ -40,7 +40,7 @@ def role_seed(side, args) -> None:
 
 
 def role_worker(side, args) -> None:
-    from dhp.core.errors import DHPError
+    DHPError = side.sdk.DHPError  # noqa: N806 - the SDK's exception class
 
     store = side.open_store(args.root)
     print("ready", flush=True)

@@ -65,12 +65,15 @@ def met(flag: bool | None) -> str:
 
 def provenance(rec: dict) -> str:
     res, host = rec["result"], rec["host"]
-    fsync = res.get("env", {}).get("fsync_per_s")
+    fsync = res.get("env", {}).get("fsync_per_s")  # the raw disk, probed in the same run
     disk = (f"disk fsync {num(fsync['start'])} /s at the start, {num(fsync['end'])} /s at "
             f"the end" if fsync else "no fsync probe")
     load = f"load average {host['loadavg_start'][0]:.1f} → {host['loadavg_end'][0]:.1f}"
-    text = (f"_Run {rec['date'].replace('T', ' ')[:16]} UTC: `{rec['command']}`; "
-            f"{host['cpus']} CPUs; {load}; {disk}._")
+    env = res.get("env", {})
+    cpus = f"{host['cpus']} CPUs" + (f" ({host['cpu_model']})" if host.get("cpu_model") else "")
+    soft = f"Python {env['python']}, SQLite {env['sqlite']}" if "python" in env else ""
+    text = (f"_Run {rec['date'].replace('T', ' ')[:16]} UTC: `{rec['command']}`; {cpus}; "
+            f"{soft}; {load}; {disk}._")
     if rec.get("quick"):
         text += ("\n_**Quick mode**: small sizes and few pairs, to check the script; these "
                  "figures are not to be quoted. Rerun without `--quick` on a quiet machine._")
@@ -89,11 +92,10 @@ def failover(r: dict) -> str:
             ["lost checkpoints"] + [f"{r[s]['lost_checkpoints']} / {lat[s]['n']}"
                                     for s in sides],
             ["supervisor needed"] + ["yes" if r[s]["supervisor"] else "no" for s in sides]]
-    for s in sides:
-        if f"ratio_{s}_over_ours" in r:
-            rows.append([f"{SIDE[s]} / ours, per repetition"] +
-                        [ratio(r[f"ratio_{s}_over_ours"]) if x == "ours" else ""
-                         for x in sides])
+    if any(f"ratio_{s}_over_ours" in r for s in sides):
+        rows.append(["this side / ours, per repetition"] +
+                    ["1" if s == "ours" else ratio(r.get(f"ratio_{s}_over_ours"))
+                     for s in sides])
     return (table([f"{r['reps']} repetitions each, taking turns"] + [SIDE[s] for s in sides],
                   rows) +
             f"\n\nTarget (ours: median < 0.5 s, p95 < 1 s): {met(r.get('target_met'))}.")
@@ -106,18 +108,15 @@ def checkpoint_rate(r: dict) -> str:
     rates = table(["state"] + [f"{SIDE[s]} /s (CPU µs per write)" for s in sides],
                   [[label.get(z, f"{z} B")] + [f"{num(r[s]['per_s'][z])} ({num(r[s]['cpu_us'][z])})"
                                                for s in sides] for z in sizes])
-    pairs = [(k, k.removeprefix("ratio_").replace("_over_", " / ")) for k in r
-             if k.startswith("ratio_") and isinstance(r[k], dict)]
-    names = {"ours": SIDE["ours"], "ours fsync": SIDE["ours_fsync"], "orig": "original",
-             "sqlite full": "bare FULL", "sqlite normal": "bare NORMAL", "cpu ours": "CPU: ours"}
-
-    def title(text: str) -> str:
-        for key in sorted(names, key=len, reverse=True):
-            text = text.replace(key.replace(" ", "_"), names[key])
-        return text
-
+    pairs = [(k, t) for k, t in (
+        ("ratio_ours_over_orig", "ours / original"),
+        ("ratio_cpu_ours_over_orig", "CPU per write: ours / original"),
+        ("ratio_ours_fsync_over_orig", "`fsync_interval=0` / original"),
+        ("ratio_ours_over_sqlite_normal", "ours / bare NORMAL (no fsync)"),
+        ("ratio_ours_over_sqlite_full", "ours / bare FULL (fsync each)"),
+        ("ratio_ours_fsync_over_sqlite_full", "`fsync_interval=0` / bare FULL")) if k in r]
     ratios = table(["per-window ratio"] + [label.get(z, z) for z in sizes],
-                   [[title(t)] + [ratio(r[k].get(z)) for z in sizes] for k, t in pairs])
+                   [[t] + [ratio(r[k].get(z)) for z in sizes] for k, t in pairs])
     out = [rates, ratios]
     hist = [(s, r[s]["history"]) for s in sides if "history" in r[s]]
     if hist:
@@ -182,7 +181,7 @@ def sdk_ops(r: dict) -> str:
 
 def dispatch(r: dict) -> str:
     out = []
-    for size in (k for k in r if k.isdigit()):
+    for size in sorted((k for k in r if k.isdigit()), key=int):
         row = r[size]
         sides = [s for s in ("ours", "orig") if s in row]
         ratios = row.get("orig_over_ours", {})
@@ -199,7 +198,7 @@ def dispatch(r: dict) -> str:
 
 
 def listing(r: dict) -> str:
-    sizes = list(r["sizes"])
+    sizes = sorted(r["sizes"], key=int)
     v = r["dhp_version"]
 
     def cmd(x: dict) -> str:
