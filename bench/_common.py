@@ -139,6 +139,30 @@ def padded_state(size: int, i: int) -> dict:
     return base
 
 
+class BareSQLite:
+    """The bare SQLite commit limit, a pseudo-side (`sqlite_full`, `sqlite_normal`): a table
+    of (seq, json) and one INSERT + COMMIT per write, WAL, with synchronous FULL (an fsync
+    per commit, what an ownership change costs) or NORMAL (no fsync: what a checkpoint inside
+    ours' shared fsync interval costs). No protocol, no checks: the ceiling a store on this
+    disk can reach, measured in the same run as the sides it bounds."""
+
+    def __init__(self, name: str, root: str):
+        self.NAME, self.VERSION = name, sqlite3.sqlite_version
+        self.level = name.removeprefix("sqlite_").upper()
+        self.durability = f"bare sqlite3 {self.VERSION}, WAL, synchronous={self.level}"
+        self.db = sqlite3.connect(os.path.join(root, "bare.db"), isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute(f"PRAGMA synchronous={self.level}")
+        self.db.execute("CREATE TABLE c (seq INTEGER PRIMARY KEY, doc TEXT NOT NULL)")
+        self.seq = 0
+
+    def write(self, doc: dict) -> None:
+        self.seq += 1
+        self.db.execute("BEGIN")
+        self.db.execute("INSERT INTO c VALUES (?, ?)", (self.seq, json.dumps(doc)))
+        self.db.execute("COMMIT")
+
+
 OUTPUT_SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}},
                  "required": ["n"]}
 

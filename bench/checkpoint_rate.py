@@ -29,7 +29,6 @@ Usage: python bench/checkpoint_rate.py [--count 1000] [--rounds 7] [--history 20
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -74,36 +73,12 @@ def _fresh(side, store, tag: str) -> str:
     return side.dispatch(store, "bench.ckpt", {"tag": tag, "t": time.time()}, C.OUTPUT_SCHEMA)
 
 
-class BareSQLite:
-    """The bare SQLite commit limit for the same states: a table of (seq, state) and one
-    INSERT + COMMIT per write, WAL, with synchronous FULL (an fsync per commit, what an
-    ownership change costs) or NORMAL (no fsync: what a checkpoint inside ours' shared
-    fsync interval costs). No claim, no chain, no checks: the ceiling a store can reach."""
-
-    def __init__(self, name: str, root: str):
-        import sqlite3
-
-        self.NAME, self.VERSION = name, sqlite3.sqlite_version
-        self.level = name.removeprefix("sqlite_").upper()
-        self.db = sqlite3.connect(f"{root}/bare.db", isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute(f"PRAGMA synchronous={self.level}")
-        self.db.execute("CREATE TABLE c (seq INTEGER PRIMARY KEY, state TEXT NOT NULL)")
-        self.seq = 0
-
-    def write(self, state: dict) -> None:
-        self.seq += 1
-        self.db.execute("BEGIN")
-        self.db.execute("INSERT INTO c VALUES (?, ?)", (self.seq, json.dumps(state)))
-        self.db.execute("COMMIT")
-
-
 def serve(name: str, args) -> None:
     """A long-lived child: each `rate` command measures one window on a fresh handoff."""
     root = C.scratch(f"ckpt-{name}")
     if name.startswith("sqlite_"):
-        bare = BareSQLite(name, root)
-        version, durability = bare.VERSION, f"bare sqlite3, WAL, synchronous={bare.level}"
+        bare = C.BareSQLite(name, root)
+        version, durability = bare.VERSION, bare.durability
     else:
         side = C.load_side(name)
         store = side.open_store(root)

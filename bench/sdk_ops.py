@@ -10,9 +10,12 @@
 
 One long-lived child per side holds a store; the sides take turns, window by window, for
 --pairs pairs (alternating which goes first), and each window reports its wall and CPU time.
-Rates and CPU per operation are medians over windows; ratios are medians of the per-pair
-ratios with their min-max spread. Prints one JSON line.
-Usage: python bench/sdk_ops.py [--window 100] [--pairs 11] [--sides ours,orig] [--quick]
+Side `sqlite_full` is the bare SQLite commit limit of the same disk in the same windows: one
+fsynced INSERT + COMMIT per dispatch and two per claim + complete (the fewest durable commits
+each needs). Rates and CPU per operation are medians over windows; ratios are medians of the
+per-pair ratios with their min-max spread. Prints one JSON line.
+Usage: python bench/sdk_ops.py [--window 100] [--pairs 11] [--sides ours,orig,sqlite_full]
+       [--quick]
 """
 
 from __future__ import annotations
@@ -30,6 +33,23 @@ SCRIPT = "sdk_ops.py"
 
 def _maxrss_mib() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB on Linux
+
+
+def serve_bare(name: str) -> None:
+    """The bare SQLite FULL limit of the same disk: a dispatch is one fsynced commit of an
+    envelope-sized document, a claim + complete the two fsynced commits it needs at least."""
+    bare = C.BareSQLite(name, C.scratch(f"ops-{name}"))
+    doc = {"task_kind": "bench.ops", "inputs": {"i": 0}, "output_schema": C.OUTPUT_SCHEMA}
+
+    def window(commits_per_op: int):
+        def run(n: int) -> dict:
+            cpu, wall = C.cpu_and_wall(lambda: [bare.write(doc) for _ in
+                                                range(n * commits_per_op)])
+            return {"cpu": cpu, "wall": wall, "n": n}
+        return run
+
+    C.serve({"dispatch": window(1), "roundtrip": window(2),
+             "info": lambda: {"version": bare.VERSION, "durability": bare.durability}})
 
 
 def serve(side, args) -> None:
@@ -89,11 +109,15 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=100, help="operations per timed window")
     ap.add_argument("--pairs", type=int, default=11, help="windows per side and operation")
     ap.add_argument("--checkpoints", type=int, default=1000)
-    ap.add_argument("--sides", default="ours,orig")
+    ap.add_argument("--sides", default="ours,orig,sqlite_full",
+                    help="sqlite_full: the bare SQLite commit limit (one fsynced commit per "
+                         "dispatch, two per claim + complete)")
     args = C.parse(ap, {"window": 20, "pairs": 3, "checkpoints": 100})
     if args.child:
-        side = C.load_side(args.child)
-        if args.serve:
+        side = None if args.child.startswith("sqlite_") else C.load_side(args.child)
+        if args.serve and args.child.startswith("sqlite_"):
+            serve_bare(args.child)
+        elif args.serve:
             serve(side, args)
         else:
             role_rss(side, args)
@@ -111,6 +135,11 @@ def main() -> None:
         C.close_all(children)
     for side in sides:
         dispatch = _per_op([w["dispatch"] for w in got[side]])
+        if side.startswith("sqlite_"):
+            out[side] = {**info[side], "dispatch_per_s": dispatch["per_s"],
+                         "claim_complete_per_s": _per_op([w["roundtrip"] for w in
+                                                          got[side]])["per_s"]}
+            continue
         rt = _per_op([w["roundtrip"] for w in got[side]])
         out[side] = {**info[side], "dispatch_per_s": dispatch["per_s"],
                      "dispatch_cpu_us": dispatch["cpu_us"],
@@ -132,6 +161,14 @@ def main() -> None:
             "claim_complete_cpu_ours_over_orig": pair("roundtrip", "cpu", False),
             "peak_rss_orig_over_ours": C.ratio(out["orig"]["peak_rss_mib"],
                                                out["ours"]["peak_rss_mib"])}
+    if "ours" in out and "sqlite_full" in out:  # how close to the disk's commit limit
+        def rate(side: str, op: str) -> list[float]:
+            return [w[op]["n"] / w[op]["wall"] for w in got[side]]
+        out.setdefault("ratio", {}).update({
+            "dispatch_ours_over_sqlite_full": C.paired(rate("ours", "dispatch"),
+                                                       rate("sqlite_full", "dispatch")),
+            "claim_complete_ours_over_sqlite_full": C.paired(
+                rate("ours", "roundtrip"), rate("sqlite_full", "roundtrip"))})
     run.finish(out)
 
 
