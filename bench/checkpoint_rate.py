@@ -97,8 +97,8 @@ def serve(name: str, args) -> None:
 
 
 def role_history(side, args) -> None:
-    """Alternate a fresh handoff and one seeded with --history checkpoints, --rounds times, so
-    both rates see the same disk conditions; medians are reported."""
+    """Alternate a fresh handoff and one seeded with --history checkpoints, --rounds times (the
+    first of the two alternating), so both rates see the same disk conditions."""
     sizes = [int(s) for s in args.sizes.split(",")]
     store = side.open_store(C.scratch(f"ckpt-hist-{side.NAME}"))
     hid = _fresh(side, store, "history")
@@ -109,14 +109,17 @@ def role_history(side, args) -> None:
         seed_s = _seed(side, store, hid, big, args.history)
         for r in range(args.rounds):
             for size in sizes:
-                with side.claim(store, _fresh(side, store, f"r{r}-{size}"), "w-0") as ctx:
-                    fresh[str(size)].append(_rate(
-                        lambda state, ctx=ctx: side.checkpoint(ctx, state), size, args.count,
-                        args.seconds, 0)["per_s"])
-                    side.complete(ctx, {"n": 1})
-                seeded[str(size)].append(_rate(
-                    lambda state: side.checkpoint(big, state), size, args.count,
-                    args.seconds, args.history + r * 10**6)["per_s"])
+                for which in C.order(["fresh", "seeded"], r):  # first one alternates
+                    if which == "seeded":
+                        seeded[str(size)].append(_rate(
+                            lambda state: side.checkpoint(big, state), size, args.count,
+                            args.seconds, args.history + r * 10**6)["per_s"])
+                        continue
+                    with side.claim(store, _fresh(side, store, f"r{r}-{size}"), "w-0") as ctx:
+                        fresh[str(size)].append(_rate(
+                            lambda state, ctx=ctx: side.checkpoint(ctx, state), size,
+                            args.count, args.seconds, 0)["per_s"])
+                        side.complete(ctx, {"n": 1})
             C.log(f"{side.NAME}: round {r + 1}: fresh {fresh}, seeded {seeded}")
         side.complete(big, {"n": 1})
     med = {k: statistics.median(v) for k, v in fresh.items()}
