@@ -98,7 +98,8 @@ def _per_op(windows: list[dict]) -> dict:
     """Medians over windows: operations per second (wall) and CPU µs per operation."""
     return {"per_s": round(statistics.median(w["n"] / w["wall"] for w in windows), 1),
             "cpu_us": round(statistics.median(w["cpu"] / w["n"] * 1e6 for w in windows), 1),
-            "per_s_windows": [round(w["n"] / w["wall"], 1) for w in windows]}
+            "per_s_windows": [round(w["n"] / w["wall"], 1) for w in windows],
+            "cpu_us_windows": [round(w["cpu"] / w["n"] * 1e6, 1) for w in windows]}
 
 
 def main() -> None:
@@ -135,17 +136,17 @@ def main() -> None:
         C.close_all(children)
     for side in sides:
         dispatch = _per_op([w["dispatch"] for w in got[side]])
-        if side.startswith("sqlite_"):
-            out[side] = {**info[side], "dispatch_per_s": dispatch["per_s"],
-                         "claim_complete_per_s": _per_op([w["roundtrip"] for w in
-                                                          got[side]])["per_s"]}
-            continue
         rt = _per_op([w["roundtrip"] for w in got[side]])
         out[side] = {**info[side], "dispatch_per_s": dispatch["per_s"],
-                     "dispatch_cpu_us": dispatch["cpu_us"],
                      "dispatch_per_s_windows": dispatch["per_s_windows"],
-                     "claim_complete_per_s": rt["per_s"], "claim_complete_cpu_us": rt["cpu_us"],
+                     "claim_complete_per_s": rt["per_s"],
                      "claim_complete_per_s_windows": rt["per_s_windows"]}
+        if side.startswith("sqlite_"):
+            continue
+        out[side].update({"dispatch_cpu_us": dispatch["cpu_us"],
+                          "dispatch_cpu_us_windows": dispatch["cpu_us_windows"],
+                          "claim_complete_cpu_us": rt["cpu_us"],
+                          "claim_complete_cpu_us_windows": rt["cpu_us_windows"]})
         out[side].update(C.run_child(side, SCRIPT, "--role", "rss", "--checkpoints",
                                      args.checkpoints))
     if "ours" in out and "orig" in out:

@@ -53,6 +53,13 @@ def ratio(r: dict | None) -> str:
     return f"**{num(r['median'])}×** ({num(r['min'])}–{num(r['max'])}, n={r['n']})"
 
 
+def spread(median, values: list | None, unit: str = "") -> str:
+    """An absolute figure: the median over the windows with their min-max in brackets."""
+    if not values or len(values) < 2:
+        return num(median, unit)
+    return f"{num(median, unit)} [{num(min(values))}–{num(max(values))}]"
+
+
 def table(head: list[str], rows: list[list]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
@@ -105,9 +112,10 @@ def checkpoint_rate(r: dict) -> str:
     sides = [s for s in SIDE if s in r]
     sizes = list(r[sides[0]]["per_s"])
     label = {"100": "100 B", "10240": "10 KB"}
-    rates = table(["state"] + [f"{SIDE[s]} /s (CPU µs per write)" for s in sides],
-                  [[label.get(z, f"{z} B")] + [f"{num(r[s]['per_s'][z])} ({num(r[s]['cpu_us'][z])})"
-                                               for s in sides] for z in sizes])
+    rates = table(["state"] + [f"{SIDE[s]}: writes/s; CPU µs per write" for s in sides],
+                  [[label.get(z, f"{z} B")] +
+                   [f"{spread(r[s]['per_s'][z], r[s].get('per_s_runs', {}).get(z))}; "
+                    f"{num(r[s]['cpu_us'][z])}" for s in sides] for z in sizes])
     pairs = [(k, t) for k, t in (
         ("ratio_ours_over_orig", "ours / original"),
         ("ratio_cpu_ours_over_orig", "CPU per write: ours / original"),
@@ -142,7 +150,8 @@ def supervisor_pass(r: dict) -> str:
         cells = [num(n)]
         for s in sides:
             got = r[s]["sizes"][i]
-            cells += [num(got["pass_10_expired_ms"], " ms"), num(got["pass_0_expired_ms"], " ms")]
+            cells += [spread(got["pass_10_expired_ms"], got.get("pass_10_expired_ms_runs"), " ms"),
+                      num(got["pass_0_expired_ms"], " ms")]
         cells.append(ratio(r.get("ratio_orig_over_ours_10_expired", {}).get(str(n))))
         rows.append(cells)
     rows.append([f"growth {num(r[sides[0]]['sizes'][0]['running'])} → "
@@ -163,7 +172,8 @@ def sdk_ops(r: dict) -> str:
              "peak_rss_mib", None],
             ["worker RSS after import + store open", "rss_after_open_mib", None]]
     sides = [s for s in ("ours", "orig", "sqlite_full") if s in r]
-    body = [[label] + [num(r[s].get(key), " MiB" if "rss" in key else "") for s in sides] +
+    body = [[label] + [spread(r[s].get(key), r[s].get(f"{key}_windows"),
+                              " MiB" if "rss" in key else "") for s in sides] +
             [ratio(ratios.get(f"{rk}_ours_over_orig")) if rk else "",
              ratio(ratios.get(f"{rk}_ours_over_sqlite_full")) if rk else ""]
             for label, key, rk in rows]
@@ -193,7 +203,9 @@ def dispatch(r: dict) -> str:
         out.append(table(
             [f"{num(int(size))} handoffs in the store"] + [SIDE[s] for s in sides] +
             ["original / ours, per window"],
-            [["CPU per dispatch"] + [num(row[s]["cpu_ms_per_dispatch"], " ms") for s in sides] +
+            [["CPU per dispatch"] + [spread(row[s]["cpu_ms_per_dispatch"],
+                                            row[s].get("cpu_ms_windows"), " ms")
+                                     for s in sides] +
              [ratio(ratios.get("cpu"))],
              ["wall, median (fsync included)"] + [num(row[s]["wall_ms"]["median"], " ms")
                                                   for s in sides] +
@@ -229,11 +241,13 @@ def transport(r: dict) -> str:
     for case in rates.get("ours", rates.get("orig", {})):
         orig = rates.get("orig", {}).get(case)
         if orig is not None or "orig" not in rates:
-            orig_text = num(orig, " /s")
+            orig_text = spread(orig, r.get("runs", {}).get("orig", {}).get(case), " /s")
         else:  # a TLS case: the original ran plain in the same turns (it has no TLS)
             plain = statistics.median(r["runs"]["orig"][case])
             orig_text = f"(no TLS; plain in the same turns: {num(plain, ' /s')})"
-        rows.append([case.replace("_", " "), num(rates.get("ours", {}).get(case), " /s"),
+        ours = rates.get("ours", {}).get(case)
+        rows.append([case.replace("_", " "),
+                     spread(ours, r.get("runs", {}).get("ours", {}).get(case), " /s"),
                      orig_text, ratio(ratios.get(case))])
     return (table([f"{num(r['count_per_shipper'])} checkpoints of {r['state_bytes']} B per "
                    "shipper", "ours", "original 1.3.0", "ours / original, per turn"], rows) +
@@ -307,7 +321,7 @@ def throughput(r: dict) -> str:
         for s in sides:
             x = r[s][i]
             errors = sum(x["errors"].values())
-            cells += [num(x["handoffs_per_s"]),
+            cells += [spread(x["handoffs_per_s"], x.get("handoffs_per_s_runs")),
                       f"{num(x['claim_ms_p50'])} / {num(x['claim_ms_p99'], ' ms')}",
                       f"{errors}, {x['expired_leases']}"]
         if len(sides) > 1:
