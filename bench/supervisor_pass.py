@@ -23,9 +23,7 @@ Usage: python bench/supervisor_pass.py [--sizes 1000,5000,20000] [--rounds 5] [-
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 import time
 
@@ -57,76 +55,42 @@ def role_holder(side, args) -> None:
             side.plant_claim(store, hid, "holder", 3600.0)  # no heartbeat threads
         side.end_batch(store)
     C.log(f"{side.NAME}: holder claimed {len(long_lived)} in {time.perf_counter() - begin:.1f} s")
-    print("ready", flush=True)
-    for line in sys.stdin:
-        if line.strip() != "expire":
-            break
+
+    def expire() -> dict:
+        """Plant the next 10 claims with a short lease (they expire unrenewed)."""
         for hid in spare[:EXPIRING]:
             side.plant_claim(store, hid, "holder", SHORT_TTL)
-        spare = spare[EXPIRING:]
-        print("ok", flush=True)
+        del spare[:EXPIRING]
+        return {}
+
+    C.serve({"expire": expire})
 
 
 def role_supervisor(side, args) -> None:
     run_pass = side.supervisor_pass(args.root)
-    print("ready", flush=True)
-    for line in sys.stdin:
-        if line.strip() != "pass":
-            break
+
+    def one_pass() -> dict:
         begin = time.perf_counter()
         actions = run_pass()
         elapsed = time.perf_counter() - begin
-        count = len(actions) if hasattr(actions, "__len__") else None
-        print(json.dumps({"ms": elapsed * 1000, "actions": count}), flush=True)
+        return {"ms": elapsed * 1000,
+                "actions": len(actions) if hasattr(actions, "__len__") else None}
 
-
-class Child:
-    """A role process driven line by line over stdin/stdout."""
-
-    def __init__(self, side: str, role: str, *args: str):
-        self.proc = subprocess.Popen(C.child_cmd(side, SCRIPT, "--role", role, *args),
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.expect("ready")
-
-    def ask(self, command: str) -> str:
-        self.proc.stdin.write(command + "\n")
-        self.proc.stdin.flush()
-        return self.read()
-
-    def read(self) -> str:
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"child exited with {self.proc.wait()}")
-        return line.strip()
-
-    def expect(self, want: str) -> None:
-        got = self.read()
-        if got != want:
-            raise RuntimeError(f"expected {want!r} from child, got {got!r}")
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.write("exit\n")
-                self.proc.stdin.flush()
-                self.proc.wait(timeout=30)
-            except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
-                self.proc.wait()
+    C.serve({"pass": one_pass})
 
 
 def measure(sides: list[str], running: int, rounds: int) -> dict:
     """Every side's holder and supervisor set up first (one after the other), then rounds in
     which the sides take turns: their 10 short leases planted together, then, after they
     expired, one pass per side with 10 expired and one with 0, the first side alternating."""
-    holders: dict[str, Child] = {}
-    sups: dict[str, Child] = {}
+    holders: dict[str, C.Driven] = {}
+    sups: dict[str, C.Driven] = {}
     try:
         for side in sides:
             root = C.scratch(f"sup-{side}-{running}")
-            holders[side] = Child(side, "holder", "--root", root, "--running", str(running),
-                                  "--rounds", str(rounds))
-            sups[side] = Child(side, "supervisor", "--root", root)
+            holders[side] = C.Driven(side, SCRIPT, "--role", "holder", "--root", root,
+                                     "--running", running, "--rounds", rounds)
+            sups[side] = C.Driven(side, SCRIPT, "--role", "supervisor", "--root", root)
             sups[side].ask("pass")  # warm-up: first pass may set things up (leadership)
         busy: dict[str, list] = {side: [] for side in sides}
         idle: dict[str, list] = {side: [] for side in sides}
@@ -136,11 +100,11 @@ def measure(sides: list[str], running: int, rounds: int) -> dict:
                 holders[side].ask("expire")
             time.sleep(SHORT_TTL + 0.1)
             for side in C.order(sides, r):
-                got = json.loads(sups[side].ask("pass"))
+                got = sups[side].ask("pass")
                 busy[side].append(got["ms"])
                 actions[side].append(got["actions"])
             for side in C.order(sides, r):
-                idle[side].append(json.loads(sups[side].ask("pass"))["ms"])
+                idle[side].append(sups[side].ask("pass")["ms"])
     finally:
         for child in [*sups.values(), *holders.values()]:
             child.close()
@@ -161,6 +125,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--role", help=argparse.SUPPRESS)
+    ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--root", help=argparse.SUPPRESS)
     ap.add_argument("--running", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--rounds", type=int, default=5)
