@@ -19,9 +19,11 @@ write's cost grows with the history. Ours is seeded through the SDK (ctx.checkpo
 original through its store's add_checkpoint in one transaction, because through its SDK
 every write re-reads the whole history and seeding would take many minutes.
 
-Prints one JSON line: rates and CPU per write, ratios to the original (targets: ours >= 10,
-ours_fsync >= 2), to the bare SQLite limits and, per side, rate at history / rate at 0
-(target for ours >= 0.8, i.e. within 20%).
+Each window also reports the bytes the writing process passed to write() per checkpoint
+(/proc/self/io: the WAL frames and the share of WAL checkpoints into the database file).
+Prints one JSON line: rates, CPU and bytes written per write, ratios to the original
+(targets: ours >= 10, ours_fsync >= 2, bytes written <= 1), to the bare SQLite limits and,
+per side, rate at history / rate at 0 (target for ours >= 0.8, i.e. within 20%).
 Usage: python bench/checkpoint_rate.py [--count 1000] [--rounds 7] [--history 20000]
        [--sides ours,orig,ours_fsync,sqlite_full,sqlite_normal] [--quick]
 """
@@ -43,15 +45,23 @@ def _rate(write, size: int, count: int, seconds: float, start: int) -> dict:
     for i in range(20):  # warm up: caches, first-write costs
         write(C.padded_state(size, start + i))
     states = [C.padded_state(size, start + 20 + n) for n in range(count)]
-    n, begin, cpu = 0, time.perf_counter(), time.process_time()
+    n, written, begin, cpu = 0, C.written_bytes(), time.perf_counter(), time.process_time()
     deadline = begin + seconds
     now = begin
     while n < count and now < deadline:
         write(states[n])
         n += 1
         now = time.perf_counter()
+    cpu = time.process_time() - cpu
+    after = C.written_bytes()
     return {"per_s": round(n / (now - begin), 1), "writes": n,
-            "cpu_us": round((time.process_time() - cpu) / n * 1e6, 1)}
+            "cpu_us": round(cpu / n * 1e6, 1),
+            "bytes_written": None if written is None else round((after - written) / n)}
+
+
+def _median(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
 
 
 def _seed(side, store, hid: str, ctx, count: int) -> float:
@@ -173,12 +183,19 @@ def main() -> None:
                      "per_s": {s: statistics.median(per_s[side][s]) for s in sizes},
                      "cpu_us": {s: statistics.median(w[s]["cpu_us"] for w in got[side])
                                 for s in sizes},
+                     "bytes_written": {s: _median(w[s]["bytes_written"] for w in got[side])
+                                       for s in sizes},
                      "per_s_runs": per_s[side]}
     for side in ("ours", "ours_fsync"):  # against the original and the bare commit limits
         for base in ("orig", "sqlite_full", "sqlite_normal"):
             if side in out and base in out:
                 out[f"ratio_{side}_over_{base}"] = {
                     s: C.paired(per_s[side][s], per_s[base][s]) for s in sizes}
+    if "ours" in out and "orig" in out and all(out[x]["bytes_written"][s] for x in ("ours", "orig")
+                                               for s in sizes):
+        out["ratio_bytes_written_ours_over_orig"] = {s: C.paired(
+            [w[s]["bytes_written"] for w in got["ours"]],
+            [w[s]["bytes_written"] for w in got["orig"]]) for s in sizes}
     if "ours" in out and "orig" in out:
         out["ratio_cpu_ours_over_orig"] = {s: C.paired(
             [w[s]["cpu_us"] for w in got["ours"]], [w[s]["cpu_us"] for w in got["orig"]])
@@ -191,6 +208,9 @@ def main() -> None:
                     side, SCRIPT, "--phase", "history", "--history", args.history,
                     "--rounds", args.rounds, *fwd)
     targets = {}
+    if "ratio_bytes_written_ours_over_orig" in out:
+        targets["bytes_written_at_most_orig"] = all(
+            v["median"] <= 1 for v in out["ratio_bytes_written_ours_over_orig"].values())
     for side, want in (("ours", 10), ("ours_fsync", 2)):
         if f"ratio_{side}_over_orig" in out:
             targets[f"{side}_{want}x_orig"] = all(
