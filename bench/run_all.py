@@ -48,6 +48,8 @@ BENCHMARKS: dict[str, list[str]] = {
     "validate": ["validate_bench.py"],
 }
 
+USES_POSTGRES = {"failover", "throughput", "claim_latency"}  # sides include ours_pg
+
 
 def cpu_model() -> str:
     try:
@@ -104,7 +106,11 @@ def main() -> int:
                if n not in BENCHMARKS]
     if unknown:
         ap.error(f"unknown benchmark(s) {', '.join(unknown)}; see --list")
-    failed = [n for n in names if n not in args.skip.split(",") and not run_one(n, args.quick)]
+    ran = [n for n in names if n not in args.skip.split(",")]
+    failed = [n for n in ran if not run_one(n, args.quick)]
+    if USES_POSTGRES.intersection(ran):
+        # Every run made fresh schemas (dhp_bench_*): drop them, as the README asks.
+        subprocess.run([sys.executable, str(BENCH / "side_ours_pg.py"), "--drop"], cwd=BENCH)
     if not args.no_tables:
         subprocess.run([sys.executable, str(REPO / "tools" / "gen_bench_tables.py")],
                        check=True)
