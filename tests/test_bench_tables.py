@@ -57,6 +57,8 @@ def test_sides_alternate_which_goes_first():
     assert seen == ["a", "b", "b", "a", "a", "b", "b", "a"]
 
 
-def test_fsync_probe_measures_the_scratch_disk():
+def test_fsync_probe_measures_the_scratch_disk(tmp_path, monkeypatch):
+    monkeypatch.setenv("DHP_BENCH_SESSION", str(tmp_path))  # the run's folder, not a new one
     got = _common.fsync_probe(seconds=0.2, limit=20)
+    assert list(tmp_path.glob("fsync-probe-*/probe"))
     assert 0 < got["fsyncs"] <= 20 and got["per_s"] > 0 and got["median_ms"] > 0
