@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dhp.core import chain, limits, machine
+from dhp.core import chain, journal, limits, machine
 from dhp.core.backend import StoreBackend
 from dhp.core.clock import rfc3339
 from dhp.core.envelope import check_envelope
@@ -82,6 +82,15 @@ class _Batch:
         self.chains: dict[str, _Chain] = {}
         self.dirty: set[str] = set()
         self.appends: list[tuple[dict, str | None]] = []
+        self.events: list[dict] = []  # lease journal entries of fences granted on a peer
+
+    def adopt_fence(self, hid: str, fence: int) -> None:
+        """A record under `fence`, above the stored fence, was taken on another host: the
+        journal records that take (no worker: records do not name one)."""
+        record = self.rows[hid]["record"]
+        if fence > record["fence"]:
+            self.events.append(journal.entry(hid, "import", fence, None, self.now))
+            record["fence"] = fence
 
     def row(self, hid: str) -> dict | None:
         if hid not in self.rows:
@@ -102,6 +111,8 @@ class _Batch:
 
     def flush(self) -> None:
         self.tx.append_checkpoints(self.appends)
+        for event in self.events:
+            self.tx.add_lease_event(event)
         for hid in self.dirty:
             self.tx.put_record(hid, self.rows[hid]["record"], None)
 
@@ -269,7 +280,7 @@ class Ingest:
         if mine["state"] != "dead_lettered":
             mine["state"] = "orphaned"
         mine["owner"] = mine["lease_expires_at"] = None
-        mine["fence"] = max(mine["fence"], record["fence"])
+        batch.adopt_fence(hid, record["fence"])
         mine["attempts"] = max(mine["attempts"], stored.fences)
         mine["steps"] = max(mine["steps"], int(seq))
         mine["spend"] = max(mine["spend"], stored.spend)
@@ -302,8 +313,8 @@ class Ingest:
         batch.tx.put_result(hid, record)
         row["result"] = record
         row["record"] = dict(row["record"], state="completed", owner=None,
-                             lease_expires_at=None,
-                             fence=max(row["record"]["fence"], record["fence"]))
+                             lease_expires_at=None)
+        batch.adopt_fence(hid, record["fence"])
         batch.dirty.add(hid)
         return STORED
 
