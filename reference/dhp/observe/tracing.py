@@ -189,7 +189,11 @@ def dispatched(args: tuple, kwargs: dict, result: Any) -> dict:
 def taken(args: tuple, kwargs: dict, result: Any) -> dict:
     """claim / recover (store, handoff_id, worker_id) and claim_next (store, kinds, worker)."""
     if result is not None:
-        return _lease(result)
+        found = _lease(result)
+        event = result.lease_event or {}
+        if event.get("lost_s") is not None:  # it ended a lost owner's lease
+            found.update({"dhp.lost": event["how"], "dhp.takeover.delay_s": event["lost_s"]})
+        return found
     wanted = _arg(args, kwargs, 1, "handoff_id")
     return {"dhp.handoff_id": wanted if isinstance(wanted, str) else None,
             "dhp.worker_id": _arg(args, kwargs, 2, "worker_id")}
