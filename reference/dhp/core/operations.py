@@ -424,10 +424,11 @@ LIST_PAGE = 200  # rows per read transaction of a listing
 
 
 def statuses(backend: StoreBackend, *, state: str | None = None, task_kind: str | None = None,
-             after: str | None = None) -> Iterator[tuple[dict, str]]:
+             after: str | None = None, created: bool = False) -> Iterator[tuple[dict, str]]:
     """Yield `(status, cursor)` newest first, filtered by effective state and kind, reading
     LIST_PAGE rows per short read transaction: memory stays flat at any store size, and the
-    cursor, passed back as `after`, resumes after that item."""
+    cursor, passed back as `after`, resumes after that item. With `created`, each status
+    also holds the handoff's `created_at` (RFC 3339 metadata, for its age)."""
     stored = _stored_states(state)
     kinds = None if task_kind is None else (task_kind,)
     while True:
@@ -440,6 +441,8 @@ def statuses(backend: StoreBackend, *, state: str | None = None, task_kind: str 
                 row["last_checkpoint"] = {"seq": link[0]} if link else None  # all status uses
         for row in found:
             item = status_of(row, now)
+            if created:
+                item["created_at"] = row["created_at"]
             if state is None or item["state"] == state:
                 yield item, row["cursor"]
         if len(found) < LIST_PAGE:
