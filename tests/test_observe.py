@@ -170,3 +170,33 @@ def test_takeover_delay_after_real_sigkills_through_the_sdk_and_prometheus(tmp_p
     total = re.search(r'^dhp_takeover_delay_seconds_sum\{dhp_lost="owner_dead"[^}]*\} (\S+)$',
                       proc.stdout, re.M)
     assert float(total.group(1)) == pytest.approx(points["owner_dead"]["sum"])
+
+
+def test_transport_ship_and_ingest_spans_join_the_handoffs_trace(tmp_path):
+    out = story("transport", str(tmp_path))
+    hid, trace_id = out["hid"], out["hid"][7:39]
+    spans = out["spans"]
+    assert {s["trace_id"] for s in spans} == {trace_id}
+    assert all(s["attributes"]["dhp.handoff_id"] == hid for s in spans)
+    ship = [s for s in spans if s["name"] == "dhp.transport.ship"]
+    ingest = [s for s in spans if s["name"] == "dhp.transport.ingest"
+              and "dhp.peer" in s["attributes"]]
+    imported = [s for s in spans if s["name"] == "dhp.transport.ingest"
+                and "dhp.source" in s["attributes"]]
+    for side in (ship, ingest):
+        # every frame once: the envelope (with the chain at the claim), checkpoints 1 and
+        # 2, the forged one, the result
+        assert sum(s["attributes"]["dhp.frames"] for s in side) == 5
+        assert {s["attributes"]["dhp.fence"] for s in side if "dhp.fence" in s["attributes"]} \
+            == {1}
+        seqs = {n for s in side if "dhp.seq" in s["attributes"]
+                for n in range(s["attributes"]["dhp.seq.first"], s["attributes"]["dhp.seq"] + 1)}
+        assert seqs == {1, 2, 3}
+        (refused,) = [s for s in side if s["status"] == "ERROR"]
+        assert refused["attributes"]["dhp.rejected"] == 1
+        assert refused["attributes"]["dhp.error.code"] == "integrity_error"
+    assert {s["attributes"]["dhp.peer"] for s in ship} == {out["peer"]}
+    assert all(re.fullmatch(r"127\.0\.0\.1:\d+", s["attributes"]["dhp.peer"]) for s in ingest)
+    (log,) = imported
+    assert log["attributes"]["dhp.source"].endswith("h.jsonl")
+    assert log["attributes"]["dhp.frames"] == 4 and log["status"] != "ERROR"  # 1 + 2 + result

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -167,6 +168,44 @@ def emit(operation: str, started_ns: int, attributes: dict, error: DHPError | No
         span.set_attribute("dhp.error.code", error.code)
         span.set_status(Status(StatusCode.ERROR, str(error)))
     span.end()
+
+
+# --- the transport: frames shipped and ingested ---------------------------------------------
+
+_HANDOFF_ID = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def transport(operation: str, frames: list[dict], **attributes: Any) -> None:
+    """Spans `dhp.<operation>` (transport.ship: queued until answered; transport.ingest:
+    verified and stored) of a batch of frames, one per handoff, in that handoff's trace.
+    Each frame is {"handoff_id", "seq" (checkpoints), "fence", "started" (time_ns),
+    "outcome" (stored, duplicate, ack or the DHPError that refused it)}; `attributes` are
+    added to every span (dhp.peer, dhp.source)."""
+    if not installed() or not configured():
+        return
+    groups: dict[str, list[dict]] = {}
+    for frame in frames:
+        hid = frame.get("handoff_id")
+        groups.setdefault(hid if isinstance(hid, str) and _HANDOFF_ID.match(hid) else "",
+                          []).append(frame)
+    for hid, group in groups.items():
+        seqs = [f["seq"] for f in group if type(f.get("seq")) is int]
+        fences = [f["fence"] for f in group if type(f.get("fence")) is int]
+        errors = [f["outcome"] for f in group if isinstance(f["outcome"], DHPError)]
+        emit(operation, min(f["started"] for f in group), {
+            "dhp.handoff_id": hid or None, "dhp.frames": len(group),
+            "dhp.seq.first": min(seqs, default=None), "dhp.seq": max(seqs, default=None),
+            "dhp.fence": max(fences, default=None),
+            "dhp.duplicates": sum(f["outcome"] == "duplicate" for f in group),
+            "dhp.rejected": len(errors), **attributes}, errors[0] if errors else None)
+
+
+def frame_of(kind: str, payload: Any, started_ns: int, outcome: Any = None) -> dict:
+    """What `transport` needs of one frame's payload (an envelope or a record)."""
+    found = payload if isinstance(payload, dict) else {}
+    return {"handoff_id": found.get("handoff_id"),
+            "seq": found.get("seq") if kind == "checkpoint" else None,
+            "fence": found.get("fence"), "started": started_ns, "outcome": outcome}
 
 
 # --- what each SDK call's span says --------------------------------------------------------
