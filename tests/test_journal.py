@@ -115,3 +115,29 @@ def test_import_journals_the_fences_taken_on_the_peer(store, tmp_path):
     assert brief(events(store, hid)) == [("import", 1, None, None), ("import", 2, None, None)]
     dhp.claim(store, hid, "here", heartbeat_interval=0)
     assert brief(events(store, hid))[-1] == ("claim", 3, "here", None)
+
+
+def test_the_metric_follower_reads_each_entry_once_even_if_committed_out_of_id_order():
+    from contextlib import nullcontext
+
+    from dhp.observe.metrics import JournalFollower
+
+    visible: list[dict] = []
+
+    class Tx:
+        def lease_events_after(self, after, limit):
+            return sorted((e for e in visible if e["id"] > after), key=lambda e: e["id"])[:limit]
+
+    class Store:
+        def transaction(self, write):
+            return nullcontext(Tx())
+
+    def take(i, lost_s=0.5):
+        visible.append({"id": i, "lost_s": lost_s})
+
+    follower = JournalFollower()
+    take(1), take(2, None), take(4)  # id 3's transaction has not committed yet
+    assert [e["id"] for e in follower.new_takeovers(Store())] == [1, 4]
+    take(3), take(5)  # now it has
+    assert [e["id"] for e in follower.new_takeovers(Store())] == [3, 5]
+    assert follower.new_takeovers(Store()) == []

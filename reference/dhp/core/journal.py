@@ -27,8 +27,6 @@ from dhp.core import machine
 from dhp.core.clock import rfc3339
 
 CAP = 64  # entries kept per handoff: older ones are dropped as new ones are added
-TAKES = ("claim", "recover", "claim_next", "import")
-EVENTS = (*TAKES, "orphan")
 FIELDS = ("handoff_id", "event", "fence", "worker", "at", "wall", "lost_s", "how")
 # How a lease was lost (`how`, the metric's dhp.lost attribute).
 EXPIRED, OWNER_DEAD, NO_PROGRESS = "lease_expired", "owner_dead", "no_progress"

@@ -145,10 +145,12 @@ def observe_store(store: Any, max_age_s: float = 2.0) -> None:
 class JournalFollower:
     """Reads each journal entry once, in id order. A Postgres writer may commit an id after
     a higher one is visible, so each read starts LOOKBACK ids behind the highest seen and
-    skips the ids already seen."""
+    skips the ids already seen. A call reads at most PAGES pages: the journal a large store
+    already holds is caught up with over the first collections, at a bounded cost each."""
 
     LOOKBACK = 256
     PAGE = 5000
+    PAGES = 4
 
     def __init__(self) -> None:
         self.highest = 0
@@ -158,7 +160,7 @@ class JournalFollower:
         """The takes journaled since the last call that ended a lost owner's lease."""
         out = []
         with store.transaction(write=False) as tx:
-            while True:
+            for _page in range(self.PAGES):
                 found = tx.lease_events_after(max(0, self.highest - self.LOOKBACK), self.PAGE)
                 fresh = [e for e in found if e["id"] not in self.seen]
                 for entry in fresh:

@@ -257,11 +257,12 @@ class NetShipper:
                     raise self.unshippable[hid]
                 lines.append(line)
                 ids.append(self._next_id)
-                if started is not None:
-                    self._traced[self._next_id] = tracing.frame_of(kind, payload, started)
                 self._next_id += 1
             data = b"".join(lines)
             _write_all(self._fd, data)  # one append: survives kill -9 once it returns
+            if started is not None:
+                for frame_id, (kind, payload) in zip(ids, frames, strict=True):
+                    self._traced[frame_id] = tracing.frame_of(kind, payload, started)
             self._end += len(data)
             self._announced.add(hid)
             self._cond.notify_all()
