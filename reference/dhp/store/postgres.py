@@ -323,14 +323,15 @@ class PostgresTx(Tx):
     # --- the lease journal (migration 3) --------------------------------------------------
 
     def add_lease_event(self, entry: dict) -> None:
+        # One round trip: the DELETE sees the rows from before the INSERT (one snapshot), so
+        # it keeps CAP - 1 of them besides the new one.
         hid = entry["handoff_id"]
-        self.conn.execute(f"INSERT INTO {self.s}.lease_journal ({', '.join(journal.FIELDS)}) "
-                          f"VALUES ({', '.join(['%s'] * len(journal.FIELDS))})",
-                          [entry[k] for k in journal.FIELDS])
         self.conn.execute(
+            f"WITH added AS (INSERT INTO {self.s}.lease_journal ({', '.join(journal.FIELDS)}) "
+            f"VALUES ({', '.join(['%s'] * len(journal.FIELDS))})) "
             f"DELETE FROM {self.s}.lease_journal WHERE handoff_id = %s AND id <= (SELECT id "
             f"FROM {self.s}.lease_journal WHERE handoff_id = %s ORDER BY id DESC LIMIT 1 "
-            "OFFSET %s)", (hid, hid, journal.CAP))
+            "OFFSET %s)", [*(entry[k] for k in journal.FIELDS), hid, hid, journal.CAP - 1])
 
     def lease_events(self, handoff_id: str, *, last: int | None = None) -> list[dict]:
         rows = self._all(f"SELECT id, {', '.join(journal.FIELDS)} FROM {{s}}.lease_journal "
