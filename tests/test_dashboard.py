@@ -109,6 +109,14 @@ def test_dashboard_live_takeover_and_dlq_requeue(dashboard, tmp_path):
 
         dead = page.locator(f'tr[data-id="{parked}"]')
         dead.locator("text=dead_lettered").wait_for(timeout=30_000)
+        page.select_option("#state", "dead_lettered")  # the filters
+        row.wait_for(state="detached", timeout=30_000)
+        assert dead.is_visible()
+        page.select_option("#state", "")
+        page.fill("#kind", "no.such.kind")
+        page.locator("#empty").wait_for(timeout=30_000)
+        page.fill("#kind", "pages.fetch")
+        row.wait_for(timeout=30_000)
         dead.locator("button", has_text="requeue").click()
         page.locator("#message", has_text="token").wait_for(timeout=30_000)
         assert dhp.status(store, parked)["state"] == "dead_lettered"  # refused without it
