@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from dhp.core import machine
+from dhp.core import journal, machine
 from dhp.core.backend import DEFAULT_FSYNC_INTERVAL, DEFAULT_TTL, SYNCS, StoreBackend, Tx
 from dhp.core.clock import boot_id, store_clock
 from dhp.core.errors import Internal, InvalidInput, StoreCorrupt, Unavailable
@@ -104,6 +104,22 @@ MIGRATIONS: list[str] = [
     # 3: not_before, the instant before which a handoff may not be taken (spec/schedule.md).
     """
     ALTER TABLE handoffs ADD COLUMN not_before REAL;
+    """,
+    # 4: the lease journal (dhp.core.journal): every take and orphan, a few per handoff.
+    # AUTOINCREMENT: an id is never reused after the oldest entries are dropped.
+    """
+    CREATE TABLE lease_journal (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        handoff_id TEXT NOT NULL,
+        event TEXT NOT NULL,
+        fence INTEGER NOT NULL,
+        worker TEXT,
+        at REAL NOT NULL,
+        wall TEXT NOT NULL,
+        lost_s REAL,
+        how TEXT
+    );
+    CREATE INDEX lease_journal_by_handoff ON lease_journal(handoff_id, id);
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -298,6 +314,30 @@ class SQLiteTx(Tx):
             f"FROM handoffs WHERE state IN ('pending', 'released', 'orphaned', 'claimed') "
             f"AND task_kind IN ({kinds}) AND CASE WHEN state = 'claimed' THEN lease_expires_at "
             "ELSE not_before END > ?", [*task_kinds, now]).fetchone()[0]
+
+    # --- the lease journal (migration 4) ---
+
+    def add_lease_event(self, entry: dict) -> None:
+        hid = entry["handoff_id"]
+        self.conn.execute(f"INSERT INTO lease_journal ({', '.join(journal.FIELDS)}) "
+                          f"VALUES ({', '.join('?' * len(journal.FIELDS))})",
+                          [entry[k] for k in journal.FIELDS])
+        self.conn.execute(
+            "DELETE FROM lease_journal WHERE handoff_id = ? AND id <= (SELECT id FROM "
+            "lease_journal WHERE handoff_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
+            (hid, hid, journal.CAP))
+
+    def lease_events(self, handoff_id: str, *, last: int | None = None) -> list[dict]:
+        rows = self.conn.execute(
+            f"SELECT id, {', '.join(journal.FIELDS)} FROM lease_journal WHERE handoff_id = ? "
+            "ORDER BY id DESC LIMIT ?", (handoff_id, -1 if last is None else last))
+        return [dict(zip(("id", *journal.FIELDS), r, strict=True)) for r in rows][::-1]
+
+    def lease_events_after(self, after: int, limit: int) -> list[dict]:
+        rows = self.conn.execute(
+            f"SELECT id, {', '.join(journal.FIELDS)} FROM lease_journal WHERE id > ? "
+            "ORDER BY id LIMIT ?", (after, limit))
+        return [dict(zip(("id", *journal.FIELDS), r, strict=True)) for r in rows]
 
     # --- the supervisor's storage (every scan backed by a partial index, migration 2) ---
 
