@@ -386,6 +386,8 @@ class SQLiteTx(Tx):
 
 
 
+# What SQLite itself syncs a WAL with: the data, and the size when it grew, not the times.
+_fdatasync = getattr(os, "fdatasync", os.fsync)
 _CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 
 
@@ -411,6 +413,7 @@ class SQLiteStore(StoreBackend):
                  clock: Callable[[], float] | None = None, limits: Limits | None = None):
         self.path = Path(path)
         self.location = str(self.path)
+        self._wake = os.path.join(self.location, doorbell.FOLDER)  # announce_work's folder
         if self.path.exists() and not self.path.is_dir():
             raise InvalidInput(f"store path {self.path} exists and is not a folder")
         self.ttl = ttl
@@ -576,14 +579,14 @@ class SQLiteStore(StoreBackend):
             raise Unavailable(f"store {self.path}: cannot open the WAL to fsync it: {exc}") \
                 from None
         try:
-            os.fsync(fd)
+            _fdatasync(fd)
         except OSError as exc:
             raise Unavailable(f"store {self.path}: fsync of the WAL failed: {exc}") from None
         finally:
             os.close(fd)
 
     def announce_work(self) -> None:
-        doorbell.ring(self.path / doorbell.FOLDER)
+        doorbell.ring(self._wake)
 
     def work_waiter(self) -> doorbell.Waiter:
         return doorbell.Waiter(self.path / doorbell.FOLDER)
