@@ -170,10 +170,6 @@ _PUT_COLUMNS = (*RECORD_COLUMNS, "owner_incarnation")
 _STORED = slice(3, 3 + len(_PUT_COLUMNS))
 
 
-def _same(a: object, b: object) -> bool:
-    return a == b and type(a) is type(b)  # 0 and 0.0 read back differently
-
-
 class SQLiteTx(Tx):
     def __init__(self, conn: sqlite3.Connection, now: Callable[[], float]):
         self.conn = conn
@@ -212,8 +208,10 @@ class SQLiteTx(Tx):
     def put_record(self, handoff_id: str, record: dict, owner_incarnation: str | None) -> None:
         new = (*_record_values(record), owner_incarnation)
         old = self._stored.get(handoff_id)
-        changed = range(len(new)) if old is None else \
-            [i for i, value in enumerate(new) if not _same(value, old[i])]
+        # Compared with the type too: 0 and 0.0 are equal but read back differently.
+        changed = range(len(new)) if old is None else [
+            i for i, (a, b) in enumerate(zip(new, old, strict=True))
+            if a != b or type(a) is not type(b)]
         sets = [f"{_PUT_COLUMNS[i]} = ?, " for i in changed]
         values = [new[i] for i in changed]
         result = self._results.pop(handoff_id, None)
@@ -431,6 +429,7 @@ class SQLiteStore(StoreBackend):
         self._busy_thread: int | None = None
         self._conn: sqlite3.Connection | None = None
         self._wal: str | None = None  # the WAL file, which transaction() fsyncs
+        self._wal_fd: int | None = None
         self._pid = -1
         self._connection()  # create and migrate now, so errors surface at open
         # Keyed to the database file itself, not to the folder it was reached through: a
@@ -464,6 +463,7 @@ class SQLiteStore(StoreBackend):
                 self._migrate(conn)
             except sqlite3.Error as exc:
                 raise _store_error(exc, f"cannot open the store at {self.path}") from None
+            self._close_wal()  # the previous connection's (or the parent process's)
             self._conn, self._pid = conn, os.getpid()
             self._synced_at, self._unsynced = -math.inf, False  # a new process: nothing yet
         return self._conn
@@ -574,16 +574,17 @@ class SQLiteStore(StoreBackend):
         if self._wal is None:
             return  # SQLite fsynced the commit itself (synchronous=FULL)
         try:
-            fd = os.open(self._wal, os.O_RDONLY)
-        except OSError as exc:
-            raise Unavailable(f"store {self.path}: cannot open the WAL to fsync it: {exc}") \
-                from None
-        try:
-            _fdatasync(fd)
+            if self._wal_fd is None:  # kept while the connection lives: SQLite neither
+                # removes nor replaces the WAL file while a connection has the store open
+                self._wal_fd = os.open(self._wal, os.O_RDONLY | os.O_CLOEXEC)
+            _fdatasync(self._wal_fd)
         except OSError as exc:
             raise Unavailable(f"store {self.path}: fsync of the WAL failed: {exc}") from None
-        finally:
-            os.close(fd)
+
+    def _close_wal(self) -> None:
+        if self._wal_fd is not None:
+            os.close(self._wal_fd)
+            self._wal_fd = None
 
     def announce_work(self) -> None:
         doorbell.ring(self._wake)
@@ -610,4 +611,5 @@ class SQLiteStore(StoreBackend):
         with self._lock:
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
+                self._close_wal()
             self._conn = None
