@@ -55,20 +55,30 @@ def _cpu_per_op(fn, count: int) -> float:
     return (time.process_time() - begin) / count * 1e6
 
 
+def _count(seen: list[str] | None, probe) -> dict:
+    """The number of SQL statements one more operation runs (ours only)."""
+    if seen is None:
+        return {}
+    seen.clear()
+    probe()
+    return {"statements": len(seen)}
+
+
 def role(side, args) -> None:
     store = side.open_store(C.scratch(f"cost-{side.NAME}"))
     stamp = time.time()
     out: dict = {"version": side.VERSION}
     seen = _statements(store)
 
-    def dispatch(i: int, kind: str = "bench.cost") -> str:
-        return side.dispatch(store, kind, {"i": i, "t": stamp, "op": args.op}, C.OUTPUT_SCHEMA)
+    def dispatch(i: int) -> str:
+        return side.dispatch(store, "bench.cost", {"i": i, "t": stamp, "op": args.op},
+                             C.OUTPUT_SCHEMA)
 
     if args.op == "dispatch":
         for i in range(20):
             dispatch(-1 - i)
         out["cpu_us"] = _cpu_per_op(dispatch, args.count)
-        probe = lambda: dispatch(10**9)  # noqa: E731
+        out.update(_count(seen, lambda: dispatch(10**9)))
     elif args.op == "claim_complete":
         hids = [dispatch(i) for i in range(args.count + 21)]
 
@@ -78,8 +88,8 @@ def role(side, args) -> None:
 
         for i in range(20):
             round_trip(args.count + i)
-        out["cpu_us"] = _cpu_per_op(lambda i: round_trip(i), args.count)
-        probe = lambda: round_trip(args.count + 20)  # noqa: E731
+        out["cpu_us"] = _cpu_per_op(round_trip, args.count)
+        out.update(_count(seen, lambda: round_trip(args.count + 20)))
     else:
         with side.claim(store, dispatch(0), "w-cost") as ctx:
             for i in range(20):
@@ -87,16 +97,8 @@ def role(side, args) -> None:
             out["cpu_us"] = _cpu_per_op(
                 lambda i: side.checkpoint(ctx, C.padded_state(args.size, 100 + i)), args.count)
             out["wal_bytes"] = _wal_bytes(store, ctx, side, args)
-            probe = lambda: side.checkpoint(ctx, C.padded_state(args.size, 1))  # noqa: E731
-            if seen is not None:
-                seen.clear()
-                probe()
-                out["statements"] = len(seen)
+            out.update(_count(seen, lambda: side.checkpoint(ctx, C.padded_state(args.size, 1))))
             side.complete(ctx, {"n": 1})
-    if seen is not None and "statements" not in out:
-        seen.clear()
-        probe()
-        out["statements"] = len(seen)
     out["cpu_us"] = round(out["cpu_us"], 1)
     C.emit(out)
 
