@@ -70,6 +70,26 @@ def test_writes_run_no_pragma_and_rewrite_only_changed_columns(tmp_path):
     assert (row["state"], row["steps"], row["checkpoints"]["count"]) == ("released", 1, 1)
 
 
+def test_a_column_equal_in_value_but_not_in_type_is_rewritten(tmp_path):
+    """put_record skips unchanged columns; 0 and 0.0 compare equal but read back differently,
+    so a change of type alone is written too, and a result waiting for the row's UPDATE is
+    seen by a read in the same transaction."""
+    store = dhp.Store(tmp_path)
+    hid = dhp.dispatch(store, "k", {}, SCHEMA)
+    with store.transaction() as tx:
+        record = tx.get(hid)["record"]
+        assert type(record["spend"]) is int
+        tx.put_record(hid, dict(record, spend=0.0), None)
+        tx.put_result(hid, {"placeholder": True})
+        assert tx.get(hid)["result"] == {"placeholder": True}
+        tx.put_record(hid, dict(record, spend=0.0, steps=2), None)
+    with store.transaction(write=False) as tx:
+        row = tx.get(hid)
+    assert type(row["record"]["spend"]) is float and row["record"]["steps"] == 2
+    assert row["result"] == {"placeholder": True}
+    store.close()
+
+
 @pytest.mark.covers("DHP-LSE-013", "DHP-LSE-014")
 def test_newer_schema_version_is_refused(tmp_path):
     dhp.Store(tmp_path).close()
