@@ -111,6 +111,30 @@ def test_migrations_apply_in_order(tmp_path, monkeypatch):
     store.close()
 
 
+def test_a_store_of_schema_3_upgrades_to_the_partial_lease_index(tmp_path, monkeypatch):
+    """Migration 4: a claimed handoff of a store written at version 3 keeps being found by
+    the lease scan, and a dispatch no longer puts its row in the lease index."""
+    monkeypatch.setattr(sqlite_store, "MIGRATIONS", sqlite_store.MIGRATIONS[:3])
+    old = dhp.Store(tmp_path)
+    hid = dhp.dispatch(old, "k", {}, SCHEMA)
+    operations.take(old, hid, "claim", "w", 0.01)
+    old.close()
+    monkeypatch.undo()
+    store = dhp.Store(tmp_path)
+    assert store.schema_version() == 4
+    dhp.dispatch(store, "k", {"second": True}, SCHEMA)
+    time.sleep(0.02)
+    with store.transaction(write=False) as tx:
+        assert [r["handoff_id"] for r in tx.select(expired_before=store.now())] == [hid]
+        indexed = tx.conn.execute("SELECT count(*) FROM handoffs INDEXED BY handoffs_by_lease "
+                                  "WHERE lease_expires_at IS NOT NULL").fetchone()[0]
+    assert indexed == 1  # the claimed row, not the pending one
+    ctx = dhp.claim_next(store, ["k"], "w2", heartbeat_interval=0)
+    assert ctx.handoff_id == hid  # the expired claim, the oldest takeable
+    ctx.release()
+    store.close()
+
+
 def test_store_locations(tmp_path):
     with pytest.raises(InvalidInput, match="unknown store location"):
         dhp.Store("redis://localhost")
