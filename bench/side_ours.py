@@ -60,10 +60,10 @@ def durability(store) -> str:
     except Exception as exc:  # noqa: BLE001 - a report line, never fatal
         return f"unknown ({exc.__class__.__name__})"
     if not interval:
-        return f"journal_mode={mode} synchronous=FULL (every write fsynced)"
-    return (f"journal_mode={mode}; claims/completions synchronous=FULL; a checkpoint is "
-            f"fsynced unless this process fsynced < {interval} s ago "
-            f"(then synchronous=NORMAL until the next fsync); every write survives kill -9")
+        return f"journal_mode={mode}; every write's WAL fsynced before it returns"
+    return (f"journal_mode={mode}; claims/completions: WAL fsynced before they return; a "
+            f"checkpoint too unless this process fsynced < {interval} s ago "
+            f"(then it joins the next fsync); every write survives kill -9")
 
 
 def supervisor_cmd(root: str) -> None:

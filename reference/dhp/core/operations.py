@@ -117,7 +117,7 @@ def dispatch_many(backend: StoreBackend, intents: list[dict], *,
     rows = []
     for intent in intents:
         envelope, text = envelope_and_text(intent, created_at=now)
-        backend.limits.check_intent(intent)  # DHP-LIM-003, before anything is stored
+        backend.limits.check_intent(intent, text)  # DHP-LIM-003, before anything is stored
         rows.append((envelope["handoff_id"], envelope,
                      machine.new_record(intent["budget"], progress_timeout_s, not_before),
                      envelope["created_at"], text))
