@@ -1,11 +1,13 @@
 """The SDK: module-level functions over a store, and `TaskContext`, a worker's hold on one
 handoff.
 
-A `TaskContext` heartbeats in a daemon thread every `heartbeat_interval` (default ttl / 3;
-0 turns it off) while it holds the lease. When the store refuses a heartbeat (lease lost,
-handoff cancelled or dead-lettered) the thread stops and the next call on the context raises
-that error, so cancellation reaches a running worker at its next heartbeat or write. Leaving
-a `with` block by an exception, or without `complete`, releases the lease at once.
+A `TaskContext` heartbeats in the background every `heartbeat_interval` (default ttl / 3;
+0 turns it off) while it holds the lease: one schedule per process serves every context
+(dhp.heartbeats), and a heartbeat blocked on one store delays no other context's. When the
+store refuses a heartbeat (lease lost, handoff cancelled or dead-lettered) the context's
+heartbeats stop and its next call raises that error, so cancellation reaches a running
+worker at its next heartbeat or write. Leaving a `with` block by an exception, or without
+`complete`, releases the lease at once.
 
 SIGTERM drains: the first claim made in the main thread installs a SIGTERM handler (unless
 the program has its own) that releases every lease of the process, then exits with status
@@ -37,6 +39,7 @@ from dhp.core.errors import (
     NotFound,
     Unavailable,
 )
+from dhp.heartbeats import schedule as _heartbeats
 from dhp.observe import tracing
 from dhp.observe.tracing import traced
 from dhp.store import Store
@@ -81,12 +84,11 @@ class TaskContext:
         self.heartbeat_interval = heartbeat_interval
         self._lost: DHPError | None = None
         self._done = False
-        self._stop = threading.Event()
+        self._beats = None
         with _live_mutex:
             _live.add(self)
         if heartbeat_interval:
-            threading.Thread(target=self._beat, daemon=True,
-                             name=f"dhp-heartbeat-{self.handoff_id[7:19]}").start()
+            self._beats = _heartbeats.every(heartbeat_interval, self._beat)
 
     def __repr__(self) -> str:
         return (f"TaskContext({self.handoff_id[:19]}..., worker={self.worker_id!r}, "
@@ -184,18 +186,22 @@ class TaskContext:
 
     # --- background heartbeat ---
 
-    def _beat(self) -> None:
-        while not self._stop.wait(self.heartbeat_interval):
-            try:
-                self._write("heartbeat")
-            except _FATAL:
-                return
-            except DHPError:
-                continue  # store busy or unreachable: try again; the lease has slack
+    def _beat(self) -> bool:
+        """One background heartbeat; False when this context's heartbeats end."""
+        if self._done:
+            return False
+        try:
+            self._write("heartbeat")
+        except _FATAL:
+            return False  # recorded by _write: the context's next call raises it
+        except DHPError:
+            pass  # store busy or unreachable: try again next time; the lease has slack
+        return not self._done
 
     def _finish(self) -> None:
         self._done = True
-        self._stop.set()
+        if self._beats is not None:
+            self._beats.cancel()
         with _live_mutex:
             _live.discard(self)
 
