@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from dhp.core import operations
+from dhp.core import operations, results
 from dhp.core.backend import StoreBackend
 from dhp.core.canonical import canonical_json
 from dhp.core.envelope import new_intent
@@ -345,6 +345,8 @@ def _timing(store: StoreBackend, ttl: float | None,
 def _context(store: StoreBackend, row: dict, worker_id: str, ttl: float, interval: float,
              ship_to: Any) -> TaskContext:
     _auto_install()
+    # The envelope was just verified against the id: its completion need not read it again.
+    results.remember(row["handoff_id"], row["envelope"]["intent"]["output_schema"])
     ctx = TaskContext(store, row, worker_id, ttl, interval, ship_to)
     if ship_to is not None:
         # The whole chain, so a checkpoint committed here but never buffered before a crash

@@ -331,7 +331,11 @@ def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *
 def result_problems(backend: StoreBackend, hid: str, result: Any) -> list[dict] | None:
     """The result's violations of the handoff's output schema, read and judged outside any
     write transaction (the schema is part of the identity, so it cannot change meanwhile);
-    None for an unknown handoff (the write then fails with not_found)."""
+    None for an unknown handoff (the write then fails with not_found). The schema of a
+    handoff this process took is known without reading (results.remember)."""
+    schema = results.schema_of(hid)
+    if schema is not None:
+        return results.result_errors(schema, result)
     with backend.transaction(write=False) as tx:
         row = tx.get(hid)
     if row is None:
