@@ -249,15 +249,22 @@ def install_sigterm_drain() -> None:
     signal.signal(signal.SIGTERM, _on_sigterm)
 
 
+_sigterm_decided = False  # the first claim in the main thread decided (looking up costs)
+
+
 def _auto_install() -> None:
-    if threading.current_thread() is threading.main_thread() \
-            and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+    global _sigterm_decided
+    if _sigterm_decided or threading.current_thread() is not threading.main_thread():
+        return
+    _sigterm_decided = True
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         install_sigterm_drain()
 
 
 def _forget_after_fork() -> None:
-    global _live_mutex
+    global _live_mutex, _sigterm_decided
     _live_mutex = threading.Lock()
+    _sigterm_decided = False  # a pool's child installs its own drain at its first claim
     _live.clear()  # the parent's leases are the parent's to release
 
 

@@ -230,3 +230,37 @@ def format_number(x: float, path: str = "$") -> str:
         head = digits[0] + ("." + digits[1:] if k > 1 else "")
         body = f"{head}e{'+' if e > 0 else '-'}{abs(e)}"
     return sign + body
+
+
+# --- records of known shape ------------------------------------------------------------------
+# A checkpoint or result record of valid shape (schemas/checkpoint.json, result.json) has
+# fixed ASCII member names, digest strings ("sha256:" + hex, nothing to escape) and counters,
+# so its canonical form is a concatenation around the one free value (state / result),
+# which the caller has in canonical form already. `canonical_json` stays the definition:
+# tests/test_chain.py proves these equal to it over generated records.
+
+def number_text(value: int | float) -> str:
+    """The canonical text of a JSON number (an int or a float, not a bool)."""
+    if type(value) is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+        return str(value)
+    if type(value) is float:
+        return format_number(value)
+    return canonical_json(value).decode("utf-8")  # refuses with the precise error
+
+
+def checkpoint_parts(handoff_id: str, seq: int | float, fence: int | float,
+                     spend: int | float, prev: str, state_text: str) -> tuple[str, str]:
+    """`(head, tail)`: `head + tail` is the canonical JSON of the checkpoint record without
+    `hash`, and `head + ',"hash":"' + hash + '"' + tail` with it (`hash` sorts between
+    `handoff_id` and `prev`). The members must be of valid shape (DHP-CKP-001); `state_text`
+    is the canonical JSON of the state."""
+    return (f'{{"fence":{number_text(fence)},"handoff_id":"{handoff_id}"',
+            f',"prev":"{prev}","seq":{number_text(seq)},"spend":{number_text(spend)},'
+            f'"state":{state_text}}}')
+
+
+def result_parts(handoff_id: str, fence: int | float, prev: str,
+                 result_text: str) -> tuple[str, str]:
+    """checkpoint_parts for a result record (DHP-RES-005)."""
+    return (f'{{"fence":{number_text(fence)},"handoff_id":"{handoff_id}"',
+            f',"prev":"{prev}","result":{result_text}}}')

@@ -314,8 +314,9 @@ def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *
         if outcome.accepted and name in ("checkpoint", "complete"):
             seq, prev = tx.last_link(hid) or (0, hid)
             if name == "checkpoint":
-                made = chain.make_record(hid, seq + 1, fence, state, spend, prev, state_text=text)
-                tx.append_checkpoint(made)
+                made, made_text = chain.checkpoint_and_text(hid, seq + 1, fence, state, spend,
+                                                            prev, state_text=text)
+                tx.append_checkpoint(made, text=made_text)
             else:
                 made = chain.make_result_record(hid, fence, result, prev, result_text=text)
                 tx.put_result(hid, made)
