@@ -190,7 +190,7 @@ json_values = st.recursive(
     max_leaves=12)
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
 @given(json_values | st.integers()
        | st.text(alphabet=st.characters(exclude_categories=()), max_size=5))
 def test_fast_canonicaliser_equals_general_one(value):
@@ -244,6 +244,22 @@ def test_record_texts_of_known_shape_equal_the_general_encoder(handoff_id, seq, 
     assert (head + tail).encode() == canonical_json(result_record)
     assert make_result_record(handoff_id, fence, result, prev)["hash"] \
         == "sha256:" + hashlib.sha256(canonical_json(result_record)).hexdigest()
+
+
+@pytest.mark.parametrize("number", [
+    0.1, 0.30000000000000004, 1e-4, 9.999e-05, 1e-7, 1.5e-07, 123.0, -0.0, 0.0, 1e16,
+    9999999999999998.0, 1234567890123456.7, 1e21, 1e20, 5e-324, 1.7976931348623157e308,
+    -2.5, 2**53 - 1, 2**53, 10**15, 10**16, 1796165522.30342])
+def test_fast_canonicaliser_equals_general_one_at_number_edges(number):
+    for value in (number, [number], {"n": number, "s": "1.0e5 in a string"}):
+        value = json.loads(json.dumps(value))
+        try:
+            expected = canonical_json(value)
+        except InvalidInput:
+            with pytest.raises(InvalidInput):
+                canonical_parsed(value)
+            continue
+        assert canonical_parsed(value) == expected == rfc8785.dumps(value)
 
 
 @settings(max_examples=300)

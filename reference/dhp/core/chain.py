@@ -115,7 +115,11 @@ def check_result_shape(record: Any) -> None:
 # --- hashing ---------------------------------------------------------------------------------
 
 _QUOTED = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # unrolled: no backtracking
-_NOT_PLAIN = re.compile(r"\d[.eE]|\d{16}|[IN]")  # a float, a long integer, Infinity/NaN
+# What the C encoder writes differently from RFC 8785 outside strings: an exponent (Python
+# writes one below 1e-4 and from 1e16, ECMAScript from 1e21 and below 1e-6), an integral float
+# ("2.0" for "2"), an integer that may pass 2**53-1, Infinity/NaN. A float in plain notation
+# with a fraction is already in its ECMAScript form (both are the shortest round trip).
+_NOT_PLAIN = re.compile(r"\d[eE]|\.0(?!\d)|\d{16}|[IN]")
 # json.dumps builds an encoder per call; one shared encoder saves that on the hot path.
 _SORTED = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 

@@ -24,6 +24,7 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 
 from dhp.core import schemas
+from dhp.core.errors import DHPError
 
 DEFAULT_BUDGET_S = 2.0
 _REGEX_KEYWORDS = ("pattern", "patternProperties")
@@ -90,8 +91,12 @@ def _check_of(output_schema: Any) -> _Check:
 def remember(handoff_id: str, output_schema: dict) -> None:
     """Keep the output schema of a handoff whose envelope was just verified against its id
     (a take checks it, DHP-SEC-004), so its completion need not read the envelope again.
-    The id covers the schema, so the two cannot disagree. Bounded (MAX_HANDOFFS)."""
-    schema = _check_of(output_schema).validator.schema
+    The id covers the schema, so the two cannot disagree. Bounded (MAX_HANDOFFS). Never
+    raises: a schema that does not compile is left to be judged at the completion."""
+    try:
+        schema = _check_of(output_schema).validator.schema
+    except (DHPError, TypeError, ValueError, RecursionError):
+        return
     with _mutex:
         _handoffs.pop(handoff_id, None)
         _handoffs[handoff_id] = schema
