@@ -165,3 +165,16 @@ def test_a_forked_child_starts_with_an_empty_schedule(tmp_path):
     assert dhp.status(store, child_hid)["state"] == "completed"
     parent.complete({"done": True})  # the parent's lease was kept by its own heartbeats
     store.close()
+
+
+def test_a_sigterm_drain_needs_no_lock_its_thread_may_hold(tmp_path):
+    # The drain runs in the main thread, between any two bytecodes of it: also while that
+    # thread holds the schedule's lock (inside every()) or the registry's mutex.
+    store = dhp.Store(tmp_path / "s")
+    hid = dhp.dispatch(store, "hb", {}, SCHEMA)
+    ctx = dhp.claim(store, hid, "w", ttl=60)
+    with heartbeats.schedule._lock, dhp._live_mutex:
+        assert dhp.drain() == 1
+    assert ctx._beats.cancelled and not ctx.active
+    assert dhp.status(store, hid)["state"] == "released"
+    store.close()

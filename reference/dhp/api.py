@@ -57,7 +57,8 @@ _FATAL = (LeaseLost, Cancelled, BudgetExceeded, NotFound)
 # Bytes a frame needs around a record's state or result: type, id, ids, hashes, counters.
 FRAME_OVERHEAD = 1024
 _live: weakref.WeakSet[TaskContext] = weakref.WeakSet()
-_live_mutex = threading.Lock()
+# Re-entrant: the SIGTERM drain runs in the main thread, maybe while it holds the mutex.
+_live_mutex = threading.RLock()
 
 
 class TaskContext:
@@ -263,7 +264,7 @@ def _auto_install() -> None:
 
 def _forget_after_fork() -> None:
     global _live_mutex, _sigterm_decided
-    _live_mutex = threading.Lock()
+    _live_mutex = threading.RLock()
     _sigterm_decided = False  # a pool's child installs its own drain at its first claim
     _live.clear()  # the parent's leases are the parent's to release
 

@@ -41,10 +41,12 @@ class Beat:
         self._schedule = schedule
 
     def cancel(self) -> None:
-        """No more calls (one already running finishes)."""
+        """No more calls (one already running finishes). Takes no lock, so a signal handler
+        may call it (a SIGTERM drain releasing leases) whatever the thread it interrupted
+        holds; the entry leaves the heap when it comes due or when the heap is compacted."""
         if not self.cancelled:
             self.cancelled = True
-            self._schedule._cancelled()
+            self._schedule._dead += 1  # a hint for compaction: a lost update costs nothing
 
 
 class Schedule:
@@ -69,6 +71,12 @@ class Schedule:
         """Call `fn` every `interval` seconds, first `interval` seconds from now."""
         beat = Beat(self, interval, fn)
         with self._lock:
+            if self._dead > _COMPACT_MIN and 2 * self._dead > len(self._heap):
+                # A claim-and-complete loop leaves an entry per claim: drop them now
+                # rather than wake for each when it falls due.
+                self._heap = [e for e in self._heap if not e[2].cancelled]
+                heapq.heapify(self._heap)
+                self._dead = 0
             self._push(beat)
             if not self._timer and not self._spares:
                 self._start()  # none yet, or every thread is inside a beat
@@ -78,16 +86,6 @@ class Schedule:
         heapq.heappush(self._heap, (time.monotonic() + beat.interval, next(self._order), beat))
         if self._heap[0][2] is beat:  # due before what the timer waits for: wake it
             self._timer_wake.notify()
-
-    def _cancelled(self) -> None:
-        with self._lock:
-            self._dead += 1
-            if self._dead > _COMPACT_MIN and 2 * self._dead > len(self._heap):
-                # A claim-and-complete loop leaves an entry per claim: drop them now
-                # rather than wake for each when it falls due.
-                self._heap = [e for e in self._heap if not e[2].cancelled]
-                heapq.heapify(self._heap)
-                self._dead = 0
 
     def _start(self) -> None:
         self.threads += 1
