@@ -194,14 +194,21 @@ json_values = st.recursive(
 @given(json_values | st.integers()
        | st.text(alphabet=st.characters(exclude_categories=()), max_size=5))
 def test_fast_canonicaliser_equals_general_one(value):
+    _fast_equals_general(value)
+
+
+def _fast_equals_general(value):
+    """The fast canonicaliser's text of `value` once parsed, checked against the general
+    one's (None when both refuse it)."""
     value = json.loads(json.dumps(value))  # the fast path is for parsed values only
     try:
         expected = canonical_json(value)
     except InvalidInput:
         with pytest.raises(InvalidInput):
             canonical_parsed(value)
-        return
+        return None
     assert canonical_parsed(value) == expected
+    return expected
 
 
 digests = st.binary(min_size=1, max_size=8).map(
@@ -252,14 +259,8 @@ def test_record_texts_of_known_shape_equal_the_general_encoder(handoff_id, seq, 
     -2.5, 2**53 - 1, 2**53, 10**15, 10**16, 1796165522.30342])
 def test_fast_canonicaliser_equals_general_one_at_number_edges(number):
     for value in (number, [number], {"n": number, "s": "1.0e5 in a string"}):
-        value = json.loads(json.dumps(value))
-        try:
-            expected = canonical_json(value)
-        except InvalidInput:
-            with pytest.raises(InvalidInput):
-                canonical_parsed(value)
-            continue
-        assert canonical_parsed(value) == expected == rfc8785.dumps(value)
+        text = _fast_equals_general(value)
+        assert text is None or text == rfc8785.dumps(value)
 
 
 @settings(max_examples=300)
