@@ -2,7 +2,7 @@
 
 A claim used to start a thread of its own (0.2-0.4 ms per claim, more under contention).
 Here one schedule (a heap of due times) serves every context, whatever its interval or store,
-and its threads are started once and kept.
+and its threads are reused from claim to claim.
 
 Threads (leader/followers): one thread, the timer, sleeps until the next beat falls due. It
 then hands the timing to another thread before it runs the beat, so that a beat blocked on
