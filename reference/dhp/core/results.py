@@ -100,7 +100,7 @@ def remember(handoff_id: str, output_schema: dict) -> None:
     with _mutex:
         _handoffs.pop(handoff_id, None)
         _handoffs[handoff_id] = schema
-        if len(_handoffs) > MAX_HANDOFFS:
+        while len(_handoffs) > MAX_HANDOFFS:
             del _handoffs[next(iter(_handoffs))]  # the oldest claim
 
 
