@@ -8,10 +8,11 @@ Threads (leader/followers): one thread, the timer, sleeps until the next beat fa
 then hands the timing to another thread before it runs the beat, so that a beat blocked on
 its store (a lock held elsewhere, an unreachable server) delays no other context's beats:
 an idle spare takes over, and when there is none while other beats wait, a thread is
-started. After its beat a thread becomes the timer if there is none, else the one idle spare,
-else it ends. So a process holding one lease runs one thread; with more, two take turns; a
-thread is started only while every existing one is inside a beat. The last thread ends after
-IDLE_EXIT_S with nothing to beat.
+started. After its beat a thread becomes the timer if there is none, else an idle spare. So a
+process holding one lease runs one thread; with more, two take turns; a thread is started
+only while every existing one is inside a beat (beats that queue on a slow store), and a
+spare ends after SPARE_IDLE_S unneeded, the last thread after IDLE_EXIT_S with nothing to
+beat.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import time
 from collections.abc import Callable
 
 IDLE_EXIT_S = 30.0  # the timer ends after this long with nothing scheduled
+SPARE_IDLE_S = 10.0  # a spare ends after this long unneeded (kept, it saves thread starts)
 _COMPACT_MIN = 64  # cancelled entries tolerated in the heap before it is rebuilt
 
 
@@ -96,11 +98,11 @@ class Schedule:
         with self._lock:
             while True:
                 if self._timer:
-                    if self._spares:  # one idle spare is enough
-                        break
                     self._spares += 1
-                    self._spare_wake.wait()
+                    woken = self._spare_wake.wait(SPARE_IDLE_S)
                     self._spares -= 1
+                    if not woken and self._timer:
+                        break  # not needed for a while: one thread fewer
                     continue
                 self._timer = True
                 beat = self._next_due()
