@@ -74,7 +74,7 @@ def main() -> None:
                                               args.roundtrips, "--checkpoints",
                                               args.checkpoints)["us"])
         ratios = [o / u for o, u in zip(runs["orig"], runs["ours"], strict=True)]
-        out[role] = {side: {"median_us": statistics.median(v), "min_us": min(v),
+        out[role] = {side: {"median_us": round(statistics.median(v), 1), "min_us": min(v),
                             "max_us": max(v)} for side, v in runs.items()}
         out[role]["orig_over_ours"] = {"median": round(statistics.median(ratios), 2),
                                        "min": round(min(ratios), 2),
