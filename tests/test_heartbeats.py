@@ -106,16 +106,16 @@ def test_many_contexts_with_different_intervals_keep_their_leases(tmp_path):
     store.close()
 
 
-def test_a_claim_starts_no_thread_while_one_serves(tmp_path):
+def test_a_claim_starts_no_thread_while_one_serves(tmp_path, schedule, monkeypatch):
+    monkeypatch.setattr(dhp, "_heartbeats", schedule)  # no other test's leases in it
     store = dhp.Store(tmp_path / "s")
     first = dhp.claim(store, dhp.dispatch(store, "hb", {"first": 1}, SCHEMA), "w", ttl=60)
-    assert _wait_for(lambda: heartbeats.schedule._timer)  # its thread waits as the timer
-    started = heartbeats.schedule.started
+    assert _wait_for(lambda: schedule._timer)  # its thread waits as the timer
     for i in range(20):  # no beat falls due meanwhile (ttl / 3 = 20 s)
         with dhp.claim(store, dhp.dispatch(store, "hb", {"i": i}, SCHEMA), "w",
                        ttl=60) as ctx:
             ctx.complete({"done": True})
-    assert heartbeats.schedule.started == started
+    assert schedule.started == 1
     first.complete({"done": True})
     store.close()
 
