@@ -19,8 +19,7 @@ MUTANTS: list[dict] = [
      "new": 'fence=record["fence"] + (op["name"] != "recover"),',
      "suite": "fencing", "expected_requirement": "DHP-FEN-001"},
     {"name": "no-hash-chain", "file": "core/operations.py",
-     "old": "made = chain.make_record(hid, seq + 1, fence, state, spend, prev, state_text=text)",
-     "new": "made = chain.make_record(hid, seq + 1, fence, state, spend, hid, state_text=text)",
+     "old": "prev, state_text=text)", "new": "hid, state_text=text)",
      "suite": "lifecycle", "expected_requirement": "DHP-CKP-004"},
     {"name": "max-steps-off-by-one", "file": "core/machine.py",
      "old": 'record["steps"] + 1 > budget["max_steps"]',
@@ -46,7 +45,7 @@ MUTANTS: list[dict] = [
     # --- a checkpoint acknowledged before it is stored: appended 0.3 s later ----------------
     {"name": "checkpoint-acked-before-durable",
      "edits": [
-         ("core/operations.py", "tx.append_checkpoint(made)",
+         ("core/operations.py", "tx.append_checkpoint(made, text=made_text)",
           '__import__("threading").Timer(0.3, _append_later, (backend, made)).start()'),
          ("core/operations.py", "def result_problems(",
           "def _append_later(backend, made):\n"

@@ -13,12 +13,13 @@ import pytest
 import rfc8785
 from dhp import IntegrityError, InvalidInput
 from dhp.core import schemas
-from dhp.core.canonical import canonical_json
+from dhp.core.canonical import canonical_json, checkpoint_parts, result_parts
 from dhp.core.chain import (
     ChainVerifier,
     canonical_parsed,
     check_checkpoint_shape,
     check_result_shape,
+    checkpoint_and_text,
     make_record,
     make_result_record,
     record_hash,
@@ -189,18 +190,77 @@ json_values = st.recursive(
     max_leaves=12)
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
 @given(json_values | st.integers()
        | st.text(alphabet=st.characters(exclude_categories=()), max_size=5))
 def test_fast_canonicaliser_equals_general_one(value):
+    _fast_equals_general(value)
+
+
+def _fast_equals_general(value):
+    """The fast canonicaliser's text of `value` once parsed, checked against the general
+    one's (None when both refuse it)."""
     value = json.loads(json.dumps(value))  # the fast path is for parsed values only
     try:
         expected = canonical_json(value)
     except InvalidInput:
         with pytest.raises(InvalidInput):
             canonical_parsed(value)
-        return
+        return None
     assert canonical_parsed(value) == expected
+    return expected
+
+
+digests = st.binary(min_size=1, max_size=8).map(
+    lambda b: "sha256:" + hashlib.sha256(b).hexdigest())
+counters = st.integers(1, 2**53 - 1) | st.integers(1, 2**53 - 1).map(float)
+spends = (st.integers(0, 2**53 - 1) | st.floats(0, 1e308)
+          | st.floats(0, 1e-300, exclude_min=True))
+
+
+@pytest.mark.covers("DHP-CKP-005")
+@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+@given(handoff_id=digests, seq=counters, fence=counters, spend=spends, prev=digests,
+       hash_=digests, state=json_values, result=json_values)
+def test_record_texts_of_known_shape_equal_the_general_encoder(handoff_id, seq, fence, spend,
+                                                                prev, hash_, state, result):
+    try:
+        state_text = canonical_json(state).decode()
+        result_text = canonical_json(result).decode()
+    except InvalidInput:  # a value outside the canonical JSON profile
+        assume(False)
+    record = {"handoff_id": handoff_id, "seq": seq, "fence": fence, "state": state,
+              "spend": spend, "prev": prev}
+    try:
+        expected = canonical_json(record)
+    except InvalidInput:  # a spend the profile refuses (an integral float beyond 2**53)
+        with pytest.raises(InvalidInput):
+            checkpoint_parts(handoff_id, seq, fence, spend, prev, state_text)
+        return
+    head, tail = checkpoint_parts(handoff_id, seq, fence, spend, prev, state_text)
+    assert (head + tail).encode() == expected
+    with_hash = f'{head},"hash":"{hash_}"{tail}'.encode()
+    assert with_hash == canonical_json(dict(record, hash=hash_))
+    made, text = checkpoint_and_text(handoff_id, seq, fence, state, spend, prev)
+    assert text.encode() == canonical_json(made) == rfc8785.dumps(made)
+    assert made["hash"] == "sha256:" + hashlib.sha256(canonical_json(record)).hexdigest()
+    assert checkpoint_and_text(handoff_id, seq, fence, state, spend, prev,
+                               state_text=state_text.encode()) == (made, text)
+    result_record = {"handoff_id": handoff_id, "fence": fence, "result": result, "prev": prev}
+    head, tail = result_parts(handoff_id, fence, prev, result_text)
+    assert (head + tail).encode() == canonical_json(result_record)
+    assert make_result_record(handoff_id, fence, result, prev)["hash"] \
+        == "sha256:" + hashlib.sha256(canonical_json(result_record)).hexdigest()
+
+
+@pytest.mark.parametrize("number", [
+    0.1, 0.30000000000000004, 1e-4, 9.999e-05, 1e-7, 1.5e-07, 123.0, -0.0, 0.0, 1e16,
+    9999999999999998.0, 1234567890123456.7, 1e21, 1e20, 5e-324, 1.7976931348623157e308,
+    -2.5, 2**53 - 1, 2**53, 10**15, 10**16, 1796165522.30342])
+def test_fast_canonicaliser_equals_general_one_at_number_edges(number):
+    for value in (number, [number], {"n": number, "s": "1.0e5 in a string"}):
+        text = _fast_equals_general(value)
+        assert text is None or text == rfc8785.dumps(value)
 
 
 @settings(max_examples=300)

@@ -193,6 +193,35 @@ def test_fast_path_writes_what_the_walk_writes(value):
     assert dhp.canonical_json(value) == "".join(walked).encode("utf-8") == rfc8785.dumps(value)
 
 
+odd_scalars = (st.none() | st.booleans() | st.integers() | st.floats()
+               | st.text(max_size=6) | st.sampled_from([(1,), b"x", 1j, "\ue000", "\U0001F600"]))
+odd_values = st.recursive(
+    odd_scalars,
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.text(max_size=4) | st.integers(0, 3)
+                      | st.sampled_from(["\ue000", "\uffff", "\U0001F600", "z"]), inner,
+                      max_size=4),
+    max_leaves=15)
+
+
+@pytest.mark.covers("DHP-CJ-002", "DHP-CJ-005")
+@settings(max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
+@given(odd_values)
+def test_fast_path_agrees_with_the_walk_on_any_value(value):
+    """Whatever _plain lets through to json.dumps is written as the walk writes it, and
+    what the walk refuses is refused."""
+    from dhp.core import canonical
+
+    walked: list[str] = []
+    try:
+        canonical._write(value, "$", walked, canonical.MAX_DEPTH)
+    except dhp.InvalidInput:
+        with pytest.raises(dhp.InvalidInput):
+            dhp.canonical_json(value)
+        return
+    assert dhp.canonical_json(value) == "".join(walked).encode("utf-8")
+
+
 def test_fast_path_leaves_deep_and_cyclic_values_to_the_walk():
     from dhp.core import canonical
 

@@ -1,11 +1,13 @@
 """The SDK: module-level functions over a store, and `TaskContext`, a worker's hold on one
 handoff.
 
-A `TaskContext` heartbeats in a daemon thread every `heartbeat_interval` (default ttl / 3;
-0 turns it off) while it holds the lease. When the store refuses a heartbeat (lease lost,
-handoff cancelled or dead-lettered) the thread stops and the next call on the context raises
-that error, so cancellation reaches a running worker at its next heartbeat or write. Leaving
-a `with` block by an exception, or without `complete`, releases the lease at once.
+A `TaskContext` heartbeats in the background every `heartbeat_interval` (default ttl / 3;
+0 turns it off) while it holds the lease: one schedule per process serves every context
+(dhp.heartbeats), and a heartbeat blocked on one store delays no other context's. When the
+store refuses a heartbeat (lease lost, handoff cancelled or dead-lettered) the context's
+heartbeats stop and its next call raises that error, so cancellation reaches a running
+worker at its next heartbeat or write. Leaving a `with` block by an exception, or without
+`complete`, releases the lease at once.
 
 SIGTERM drains: the first claim made in the main thread installs a SIGTERM handler (unless
 the program has its own) that releases every lease of the process, then exits with status
@@ -23,7 +25,7 @@ import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from dhp.core import operations
+from dhp.core import operations, results
 from dhp.core.backend import StoreBackend
 from dhp.core.canonical import canonical_json
 from dhp.core.envelope import new_intent
@@ -37,6 +39,7 @@ from dhp.core.errors import (
     NotFound,
     Unavailable,
 )
+from dhp.heartbeats import schedule as _heartbeats
 from dhp.observe import tracing
 from dhp.observe.tracing import traced
 from dhp.store import Store
@@ -54,7 +57,8 @@ _FATAL = (LeaseLost, Cancelled, BudgetExceeded, NotFound)
 # Bytes a frame needs around a record's state or result: type, id, ids, hashes, counters.
 FRAME_OVERHEAD = 1024
 _live: weakref.WeakSet[TaskContext] = weakref.WeakSet()
-_live_mutex = threading.Lock()
+# Re-entrant: the SIGTERM drain runs in the main thread, maybe while it holds the mutex.
+_live_mutex = threading.RLock()
 
 
 class TaskContext:
@@ -84,12 +88,11 @@ class TaskContext:
         self.heartbeat_interval = heartbeat_interval
         self._lost: DHPError | None = None
         self._done = False
-        self._stop = threading.Event()
+        self._beats = None
         with _live_mutex:
             _live.add(self)
         if heartbeat_interval:
-            threading.Thread(target=self._beat, daemon=True,
-                             name=f"dhp-heartbeat-{self.handoff_id[7:19]}").start()
+            self._beats = _heartbeats.every(heartbeat_interval, self._beat)
 
     def __repr__(self) -> str:
         return (f"TaskContext({self.handoff_id[:19]}..., worker={self.worker_id!r}, "
@@ -187,18 +190,22 @@ class TaskContext:
 
     # --- background heartbeat ---
 
-    def _beat(self) -> None:
-        while not self._stop.wait(self.heartbeat_interval):
-            try:
-                self._write("heartbeat")
-            except _FATAL:
-                return
-            except DHPError:
-                continue  # store busy or unreachable: try again; the lease has slack
+    def _beat(self) -> bool:
+        """One background heartbeat; False when this context's heartbeats end."""
+        if self._done:
+            return False
+        try:
+            self._write("heartbeat")
+        except _FATAL:
+            return False  # recorded by _write: the context's next call raises it
+        except DHPError:
+            pass  # store busy or unreachable: try again next time; the lease has slack
+        return not self._done
 
     def _finish(self) -> None:
         self._done = True
-        self._stop.set()
+        if self._beats is not None:
+            self._beats.cancel()
         with _live_mutex:
             _live.discard(self)
 
@@ -246,15 +253,22 @@ def install_sigterm_drain() -> None:
     signal.signal(signal.SIGTERM, _on_sigterm)
 
 
+_sigterm_decided = False  # the first claim in the main thread decided (looking up costs)
+
+
 def _auto_install() -> None:
-    if threading.current_thread() is threading.main_thread() \
-            and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+    global _sigterm_decided
+    if _sigterm_decided or threading.current_thread() is not threading.main_thread():
+        return
+    _sigterm_decided = True
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         install_sigterm_drain()
 
 
 def _forget_after_fork() -> None:
-    global _live_mutex
-    _live_mutex = threading.Lock()
+    global _live_mutex, _sigterm_decided
+    _live_mutex = threading.RLock()
+    _sigterm_decided = False  # a pool's child installs its own drain at its first claim
     _live.clear()  # the parent's leases are the parent's to release
 
 
@@ -342,6 +356,8 @@ def _timing(store: StoreBackend, ttl: float | None,
 def _context(store: StoreBackend, row: dict, worker_id: str, ttl: float, interval: float,
              ship_to: Any) -> TaskContext:
     _auto_install()
+    # The envelope was just verified against the id: its completion need not read it again.
+    results.remember(row["handoff_id"], row["envelope"]["intent"]["output_schema"])
     ctx = TaskContext(store, row, worker_id, ttl, interval, ship_to)
     if ship_to is not None:
         # The whole chain, so a checkpoint committed here but never buffered before a crash

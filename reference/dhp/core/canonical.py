@@ -49,28 +49,40 @@ def _plain(obj: Any, max_depth: int) -> bool:
     bools, None, integers within +-(2**53 - 1) and floats whose repr is their ECMAScript form
     (not integral, plain notation), nested at most `max_depth`. Anything else takes the walk,
     which also names errors."""
-    stack = [(obj, 0)]
+    if type(obj) is not dict and type(obj) is not list:
+        return _plain_scalar(obj)
+    stack = [(obj, 0)]  # containers only: scalars are judged where they are met
+    pop, push = stack.pop, stack.append
     while stack:
-        value, depth = stack.pop()
-        kind = type(value)
-        if kind is dict or kind is list:
-            if depth >= max_depth:  # deep, or a cycle: the walk decides
-                return False
-            children = value.values() if kind is dict else value
-            if kind is dict:
-                for key in value:
-                    if type(key) is not str or (key and max(key) >= "\ue000"):
-                        return False
-            stack.extend((child, depth + 1) for child in children)
-        elif kind is int:
-            if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
-                return False
-        elif kind is float:
-            if value.is_integer() or not 1e-4 <= abs(value) < 1e16:  # also NaN, inf
-                return False
-        elif kind is not str and kind is not bool and value is not None:
+        value, depth = pop()
+        if depth >= max_depth:  # deep, or a cycle: the walk decides
             return False
+        if type(value) is dict:
+            for key in value:
+                if type(key) is not str or (key and max(key) >= "\ue000"):
+                    return False
+            children: Any = value.values()
+        else:
+            children = value
+        depth += 1
+        for child in children:
+            kind = type(child)
+            if kind is str or kind is bool or child is None:
+                continue
+            if kind is dict or kind is list:
+                push((child, depth))
+            elif not _plain_scalar(child):
+                return False
     return True
+
+
+def _plain_scalar(value: Any) -> bool:
+    kind = type(value)
+    if kind is int:
+        return -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
+    if kind is float:  # not integral, plain notation (also refuses NaN, inf)
+        return not value.is_integer() and 1e-4 <= abs(value) < 1e16
+    return kind is str or kind is bool or value is None
 
 
 class _TooDeep(Exception):
@@ -230,3 +242,37 @@ def format_number(x: float, path: str = "$") -> str:
         head = digits[0] + ("." + digits[1:] if k > 1 else "")
         body = f"{head}e{'+' if e > 0 else '-'}{abs(e)}"
     return sign + body
+
+
+# --- records of known shape ------------------------------------------------------------------
+# A checkpoint or result record of valid shape (schemas/checkpoint.json, result.json) has
+# fixed ASCII member names, digest strings ("sha256:" + hex, nothing to escape) and counters,
+# so its canonical form is a concatenation around the one free value (state / result),
+# which the caller has in canonical form already. `canonical_json` stays the definition:
+# tests/test_chain.py proves these equal to it over generated records.
+
+def number_text(value: int | float) -> str:
+    """The canonical text of a JSON number (an int or a float, not a bool)."""
+    if type(value) is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+        return str(value)
+    if type(value) is float:
+        return format_number(value)
+    return canonical_json(value).decode("utf-8")  # refuses with the precise error
+
+
+def checkpoint_parts(handoff_id: str, seq: int | float, fence: int | float,
+                     spend: int | float, prev: str, state_text: str) -> tuple[str, str]:
+    """`(head, tail)`: `head + tail` is the canonical JSON of the checkpoint record without
+    `hash`, and `head + ',"hash":"' + hash + '"' + tail` with it (`hash` sorts between
+    `handoff_id` and `prev`). The members must be of valid shape (DHP-CKP-001); `state_text`
+    is the canonical JSON of the state."""
+    return (f'{{"fence":{number_text(fence)},"handoff_id":"{handoff_id}"',
+            f',"prev":"{prev}","seq":{number_text(seq)},"spend":{number_text(spend)},'
+            f'"state":{state_text}}}')
+
+
+def result_parts(handoff_id: str, fence: int | float, prev: str,
+                 result_text: str) -> tuple[str, str]:
+    """checkpoint_parts for a result record (DHP-RES-005)."""
+    return (f'{{"fence":{number_text(fence)},"handoff_id":"{handoff_id}"',
+            f',"prev":"{prev}","result":{result_text}}}')

@@ -18,41 +18,53 @@ import re
 from typing import Any
 
 from dhp.core import schemas
-from dhp.core.canonical import MAX_SAFE_INTEGER, canonical_json, format_number, sha256_of
+from dhp.core.canonical import (
+    MAX_SAFE_INTEGER,
+    canonical_json,
+    checkpoint_parts,
+    result_parts,
+)
 from dhp.core.errors import IntegrityError, InvalidInput
 
 CHECKPOINT_KEYS = frozenset(("handoff_id", "seq", "fence", "state", "spend", "prev", "hash"))
 RESULT_KEYS = frozenset(("handoff_id", "fence", "result", "prev", "hash"))
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+_UNHASHED = "sha256:" + "0" * 64  # the hash's place while the shape of the rest is checked
 
 
 def make_record(handoff_id: str, seq: int, fence: int, state: Any, spend: float | int,
                 prev: str, *, state_text: bytes | None = None) -> dict:
     """A checkpoint record with its hash (DHP-CKP-005). `state_text`, the state's canonical
     JSON when the caller has it already (limits.encode), saves encoding it again."""
-    body = {"handoff_id": handoff_id, "seq": seq, "fence": fence, "state": state,
-            "spend": spend, "prev": prev}
-    record = dict(body, hash=_hash_with(body, "state", state_text))
-    check_checkpoint_shape(record)
-    return record
+    return checkpoint_and_text(handoff_id, seq, fence, state, spend, prev,
+                               state_text=state_text)[0]
+
+
+def checkpoint_and_text(handoff_id: str, seq: int, fence: int, state: Any, spend: float | int,
+                        prev: str, *, state_text: bytes | None = None) -> tuple[dict, str]:
+    """make_record, and the record's canonical JSON text (hash included), which a store
+    keeps instead of encoding the record again."""
+    record = {"handoff_id": handoff_id, "seq": seq, "fence": fence, "state": state,
+              "spend": spend, "prev": prev}
+    # The shape is checked first, so that the text is built from valid members only.
+    check_checkpoint_shape(dict(record, hash=_UNHASHED))
+    text = canonical_json(state, root="$.state").decode("utf-8") if state_text is None \
+        else state_text.decode("utf-8")
+    head, tail = checkpoint_parts(handoff_id, seq, fence, spend, prev, text)
+    record["hash"] = _digest(head, tail)
+    return record, _with_hash(head, record["hash"], tail)
 
 
 def make_result_record(handoff_id: str, fence: int, result: Any, prev: str, *,
                        result_text: bytes | None = None) -> dict:
     """The result record chained after the last checkpoint (`prev` = its hash, or the
     handoff_id when there is no checkpoint)."""
-    body = {"handoff_id": handoff_id, "fence": fence, "result": result, "prev": prev}
-    record = dict(body, hash=_hash_with(body, "result", result_text))
-    check_result_shape(record)
+    record = {"handoff_id": handoff_id, "fence": fence, "result": result, "prev": prev}
+    check_result_shape(dict(record, hash=_UNHASHED))  # as in checkpoint_and_text
+    text = canonical_json(result, root="$.result").decode("utf-8") if result_text is None \
+        else result_text.decode("utf-8")
+    record["hash"] = _digest(*result_parts(handoff_id, fence, prev, text))
     return record
-
-
-def _hash_with(body: dict, key: str, text: bytes | None) -> str:
-    if text is None:
-        return sha256_of(body)
-    head, tail = _record_parts(dict(body, **{key: None}), False)
-    # "null" is the last member's value in the tail (state / result sort last): swap it in.
-    return _digest(head, tail[:-len("null}")] + text.decode("utf-8") + "}")
 
 
 # --- shape -----------------------------------------------------------------------------------
@@ -102,16 +114,12 @@ def check_result_shape(record: Any) -> None:
 
 # --- hashing ---------------------------------------------------------------------------------
 
-def _number(v: int | float) -> str:
-    if type(v) is int:
-        if not -MAX_SAFE_INTEGER <= v <= MAX_SAFE_INTEGER:
-            canonical_json(v)  # raises the precise InvalidInput (DHP-CJ-004)
-        return str(v)
-    return format_number(v)
-
-
 _QUOTED = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # unrolled: no backtracking
-_NOT_PLAIN = re.compile(r"\d[.eE]|\d{16}|[IN]")  # a float, a long integer, Infinity/NaN
+# What the C encoder writes differently from RFC 8785 outside strings: an exponent (Python
+# writes one below 1e-4 and from 1e16, ECMAScript from 1e21 and below 1e-6), an integral float
+# ("2.0" for "2"), an integer that may pass 2**53-1, Infinity/NaN. A float in plain notation
+# with a fraction is already in its ECMAScript form (both are the shortest round trip).
+_NOT_PLAIN = re.compile(r"\d[eE]|\.0(?!\d)|\d{16}|[IN]")
 # json.dumps builds an encoder per call; one shared encoder saves that on the hot path.
 _SORTED = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
@@ -147,25 +155,23 @@ def _canonical_text(value: Any, parsed: bool) -> str:
 
 
 def _record_parts(record: dict, parsed: bool) -> tuple[str, str]:
-    """The canonical text of a record without `hash`, split where `hash` sorts in (after
-    `handoff_id`, before `prev`), so the same text also gives the record's stored form.
-
-    Checkpoint and result records of valid shape have fixed ASCII member names and
-    digest strings, so only `state`/`result` go through a canonicaliser."""
-    head = '{"fence":' + _number(record["fence"]) + ',"handoff_id":"' + record["handoff_id"] \
-        + '"'
-    if "seq" in record:  # a checkpoint record, members in JCS order
-        tail = (',"prev":"' + record["prev"] + '","seq":' + _number(record["seq"])
-                + ',"spend":' + _number(record["spend"])
-                + ',"state":' + _canonical_text(record["state"], parsed) + "}")
-    else:
-        tail = (',"prev":"' + record["prev"] + '","result":'
-                + _canonical_text(record["result"], parsed) + "}")
-    return head, tail
+    """The canonical text of a record of valid shape without `hash`, split where `hash`
+    sorts in (canonical.checkpoint_parts), so the same text also gives the stored form.
+    Only `state`/`result` goes through a canonicaliser."""
+    if "seq" in record:
+        return checkpoint_parts(record["handoff_id"], record["seq"], record["fence"],
+                                record["spend"], record["prev"],
+                                _canonical_text(record["state"], parsed))
+    return result_parts(record["handoff_id"], record["fence"], record["prev"],
+                        _canonical_text(record["result"], parsed))
 
 
 def _digest(head: str, tail: str) -> str:
     return "sha256:" + hashlib.sha256((head + tail).encode("utf-8")).hexdigest()
+
+
+def _with_hash(head: str, digest: str, tail: str) -> str:
+    return head + ',"hash":"' + digest + '"' + tail
 
 
 def record_hash(record: dict, *, parsed: bool = False) -> str:
@@ -192,7 +198,7 @@ def _check_hash(record: dict, what: str, parsed: bool = False) -> str:
             f"{what} hash {record['hash']} does not match its content (expected {expected}): "
             "the record was changed", requirement="DHP-CKP-005",
             details={"expected": expected, "found": record["hash"]})
-    return head + ',"hash":"' + expected + '"' + tail
+    return _with_hash(head, expected, tail)
 
 
 # --- the chain -------------------------------------------------------------------------------

@@ -319,8 +319,9 @@ def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *
         if outcome.accepted and name in ("checkpoint", "complete"):
             seq, prev = tx.last_link(hid) or (0, hid)
             if name == "checkpoint":
-                made = chain.make_record(hid, seq + 1, fence, state, spend, prev, state_text=text)
-                tx.append_checkpoint(made)
+                made, made_text = chain.checkpoint_and_text(hid, seq + 1, fence, state, spend,
+                                                            prev, state_text=text)
+                tx.append_checkpoint(made, text=made_text)
             else:
                 made = chain.make_result_record(hid, fence, result, prev, result_text=text)
                 tx.put_result(hid, made)
@@ -336,7 +337,11 @@ def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *
 def result_problems(backend: StoreBackend, hid: str, result: Any) -> list[dict] | None:
     """The result's violations of the handoff's output schema, read and judged outside any
     write transaction (the schema is part of the identity, so it cannot change meanwhile);
-    None for an unknown handoff (the write then fails with not_found)."""
+    None for an unknown handoff (the write then fails with not_found). The schema of a
+    handoff this process took is known without reading (results.remember)."""
+    schema = results.schema_of(hid)
+    if schema is not None:
+        return results.result_errors(schema, result)
     with backend.transaction(write=False) as tx:
         row = tx.get(hid)
     if row is None:

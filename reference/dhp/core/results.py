@@ -20,25 +20,32 @@ import subprocess
 import sys
 import threading
 import time
-from functools import cache
-from typing import Any
+from functools import lru_cache
+from typing import Any, NamedTuple
 
 from dhp.core import schemas
+from dhp.core.errors import DHPError
 
 DEFAULT_BUDGET_S = 2.0
 _REGEX_KEYWORDS = ("pattern", "patternProperties")
+MAX_SCHEMAS = 256  # compiled output schemas kept per process
+MAX_HANDOFFS = 1024  # handoffs whose output schema is kept, for their completion
 
 
 def result_errors(output_schema: dict, result: Any, *,
                   budget_s: float = DEFAULT_BUDGET_S) -> list[dict]:
     """Every violation of the output schema, with its JSON path (DHP-RES-002)."""
-    if not _has_regex(json.dumps(output_schema, sort_keys=True)):
-        return errors_in_process(output_schema, result)
-    return _helper().errors(output_schema, result, budget_s)
+    check = _check_of(output_schema)
+    if not check.regex:
+        return _errors(check.validator, result)
+    return _helper().errors(check.validator.schema, result, budget_s)
 
 
 def errors_in_process(output_schema: dict, result: Any) -> list[dict]:
-    validator = schemas.user_schema_validator(output_schema)
+    return _errors(_check_of(output_schema).validator, result)
+
+
+def _errors(validator: Any, result: Any) -> list[dict]:
     try:
         found = sorted(validator.iter_errors(result),
                        key=lambda e: [str(p) for p in e.absolute_path])
@@ -48,13 +55,64 @@ def errors_in_process(output_schema: dict, result: Any) -> list[dict]:
     return [{"path": schemas.json_path(e), "message": e.message} for e in found]
 
 
-@cache
-def _has_regex(schema_text: str) -> bool:
-    def walk(node: Any) -> bool:
-        if isinstance(node, dict):
-            return any(k in _REGEX_KEYWORDS for k in node) or any(map(walk, node.values()))
-        return isinstance(node, list) and any(map(walk, node))
-    return walk(json.loads(schema_text))
+# --- compiled schemas, and the schema of each handoff this process claimed ------------------
+
+class _Check(NamedTuple):
+    validator: Any  # its `schema` is this module's own copy of the output schema
+    regex: bool
+
+
+@lru_cache(maxsize=MAX_SCHEMAS)
+def _check_of_text(text: str) -> _Check:
+    validator = schemas.user_schema_validator(json.loads(text))  # a bad schema raises here
+    return _Check(validator, _has_regex(validator.schema))
+
+
+# Our own copies of schemas by identity, so a schema this module handed out (schema_of) is
+# found again without encoding it. Only objects made here are in it: a caller's dict, which
+# might be changed between calls, always goes by its text.
+_own: dict[int, _Check] = {}
+_handoffs: dict[str, dict] = {}
+_mutex = threading.Lock()
+
+
+def _check_of(output_schema: Any) -> _Check:
+    check = _own.get(id(output_schema))
+    if check is not None and check.validator.schema is output_schema:
+        return check
+    check = _check_of_text(json.dumps(output_schema, sort_keys=True))
+    with _mutex:
+        if len(_own) >= 2 * MAX_SCHEMAS:
+            _own.clear()  # entries of schemas the LRU dropped; the live ones come back
+        _own[id(check.validator.schema)] = check
+    return check
+
+
+def remember(handoff_id: str, output_schema: dict) -> None:
+    """Keep the output schema of a handoff whose envelope was just verified against its id
+    (a take checks it, DHP-SEC-004), so its completion need not read the envelope again.
+    The id covers the schema, so the two cannot disagree. Bounded (MAX_HANDOFFS). Never
+    raises: a schema that does not compile is left to be judged at the completion."""
+    try:
+        schema = _check_of(output_schema).validator.schema
+    except (DHPError, TypeError, ValueError, RecursionError):
+        return
+    with _mutex:
+        _handoffs.pop(handoff_id, None)
+        _handoffs[handoff_id] = schema
+        while len(_handoffs) > MAX_HANDOFFS:
+            del _handoffs[next(iter(_handoffs))]  # the oldest claim
+
+
+def schema_of(handoff_id: str) -> dict | None:
+    """The output schema `remember` kept for this handoff, or None."""
+    return _handoffs.get(handoff_id)
+
+
+def _has_regex(node: Any) -> bool:
+    if isinstance(node, dict):
+        return any(k in _REGEX_KEYWORDS for k in node) or any(map(_has_regex, node.values()))
+    return isinstance(node, list) and any(map(_has_regex, node))
 
 
 def over_budget(budget_s: float) -> list[dict]:
@@ -71,7 +129,6 @@ class _Helper:
         self._mutex = threading.Lock()
 
     def errors(self, output_schema: dict, result: Any, budget_s: float) -> list[dict]:
-        schemas.user_schema_validator(output_schema)  # a bad schema fails here, not there
         line = json.dumps({"schema": output_schema, "result": result}, ensure_ascii=False,
                           allow_nan=False).encode("utf-8") + b"\n"
         with self._mutex:

@@ -137,7 +137,7 @@ def user_schema_validator(output_schema: dict) -> Draft202012Validator:
     return _compiled_user_schema(json.dumps(output_schema, sort_keys=True))
 
 
-@cache
+@lru_cache(maxsize=256)  # bounded: a long-lived process may see any number of schemas
 def _compiled_user_schema(text: str) -> Draft202012Validator:
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import SchemaError
