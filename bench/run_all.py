@@ -35,6 +35,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "checkpoint_rate": ["checkpoint_rate.py"],
     "supervisor_pass": ["supervisor_pass.py"],
     "sdk_ops": ["sdk_ops.py"],
+    "write_cost": ["write_cost.py"],
     "dispatch": ["dispatch_bench.py"],
     "list": ["list_bench.py"],
     "transport": ["transport_bench.py"],

@@ -353,6 +353,41 @@ def claim_latency(r: dict) -> str:
                   "full / empty p50, per window"], rows)
 
 
+def _cost_cell(row: dict, key: str) -> str:
+    """One side's figure in the write cost table: CPU with its spread, or WAL bytes."""
+    if key == "cpu":
+        return spread(row.get("cpu_us"), row.get("cpu_us_windows"), " µs")
+    return num(row.get(key))
+
+
+def write_cost(r: dict) -> str:
+    sides = [s for s in ("ours", "orig") if s in r]
+    targets = r.get("targets", {})
+    rows = [("CPU per dispatch", "dispatch", "cpu", "dispatch"),
+            ("CPU per claim + complete", "claim_complete", "cpu", "claim_complete"),
+            (f"CPU per checkpoint ({num(r['size'])} B)", "checkpoint", "cpu", "checkpoint"),
+            ("WAL bytes per checkpoint", "checkpoint", "wal_bytes", "wal_bytes")]
+    places = {"disk": "stores on disk (the kernel's share of each fsync counted)",
+              "tmpfs": "stores on tmpfs (no fsync cost: the implementation's own CPU)"}
+    out = []
+    for place, title in places.items():
+        got = r.get(place)
+        if not got or "skipped" in got:
+            continue
+        body = [[label] + [_cost_cell(got.get(op, {}).get(s, {}), key) for s in sides] +
+                [ratio(got.get(op, {}).get(f"{key}_ours_over_orig")),
+                 f"≤ {num(targets.get(target))}×: {met(got['targets_met'].get(target))}"]
+                for label, op, key, target in rows]
+        body.append(["SQL statements (ours): dispatch / claim + complete / checkpoint"] +
+                    [" / ".join(num(got.get(op, {}).get(s, {}).get("statements"))
+                                for op in ("dispatch", "claim_complete", "checkpoint"))
+                     if s == "ours" else "–" for s in sides] + ["", ""])
+        out.append(table([f"{r['pairs']} windows of {num(r['count'])} each, taking turns; "
+                          f"{title}"] + [SIDE[s] for s in sides] +
+                         ["ours / original, per window", "target (issue 17)"], body))
+    return "\n\n".join(out)
+
+
 def validate(r: dict) -> str:
     return table(["lines", "seconds", "lines/s", "CPU s", "peak RSS"],
                  [[num(r["lines"]), num(r["seconds"]), num(r["lines_per_s"]),
@@ -364,7 +399,8 @@ RENDER: dict[str, Callable[[dict], str]] = {
     "supervisor_pass": supervisor_pass, "sdk_ops": sdk_ops, "dispatch": dispatch,
     "list": listing, "transport": transport, "preauth_attack": preauth_attack,
     "worker_pool": worker_pool, "tracing_overhead": tracing_overhead, "startup": startup,
-    "mcp": mcp, "throughput": throughput, "claim_latency": claim_latency, "validate": validate}
+    "mcp": mcp, "throughput": throughput, "claim_latency": claim_latency, "validate": validate,
+    "write_cost": write_cost}
 
 
 # ------------------------------------------------------------------ the README
