@@ -44,6 +44,16 @@ def _key(token: str) -> int:
     return advisory_key(f"dhp liveness {token}")
 
 
+def probe_sql(token_column: str) -> str:
+    """SQL probing the liveness lock of the process named in `token_column`, as owner_dead
+    does: true (the lock is then held to the end of the transaction) when the process is
+    gone. The key is _key's, computed by the server: a store folds the probe into the
+    statement that locks the row, and saves owner_dead a round trip."""
+    key = (f"('x' || left(encode(sha256(convert_to('dhp liveness ' || {token_column}, "
+           "'UTF8')), 'hex'), 16))::bit(64)::bigint")
+    return f"pg_try_advisory_xact_lock({key})"
+
+
 class ProcessLock:
     """This process's liveness lock in one database, kept by a watchdog thread."""
 
@@ -143,6 +153,9 @@ class PgLiveness:
         one statement outside a transaction); the dead owner's random key is never reused."""
         if token is None or not _TOKEN.match(token) or token == incarnation():
             return False
+        probed = self.store.probed(token)
+        if probed is not None:
+            return probed
         with self.store.connection() as conn:
             return conn.execute("SELECT pg_try_advisory_xact_lock(%s)",
                                 (_key(token),)).fetchone()[0]

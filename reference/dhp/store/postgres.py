@@ -50,7 +50,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from dhp.core.backend import DEFAULT_TTL, SYNCS, StoreBackend, Tx
 from dhp.core.errors import Internal, InvalidInput, Unavailable
-from dhp.store.pg_liveness import PgLiveness, advisory_key
+from dhp.store.pg_liveness import PgLiveness, advisory_key, probe_sql
 
 DEFAULT_SCHEMA = "dhp"
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -207,6 +207,9 @@ class PostgresTx(Tx):
         # handoff id -> (rows of _LINKS, whether the newest has its record) or a cursor
         # whose result is on its way (pipelined behind the row's own statement).
         self._links: dict[str, tuple[Any, bool]] = {}
+        # owner token -> whether its liveness lock was free when probed with its row lock
+        # (PgLiveness.owner_dead); a free lock stays this transaction's until it ends.
+        self.probes: dict[str, bool] = {}
 
     def _execute(self, sql: str, args: Any = None) -> psycopg.Cursor:
         self.clock_at_lock = None
@@ -226,19 +229,25 @@ class PostgresTx(Tx):
     def get(self, handoff_id: str, *, envelope: bool = True) -> dict | None:
         if not self.write:
             return self._get_read(handoff_id)
-        # The row lock, then the server's clock in the same statement: the outer query
-        # reads it as the locked row comes out of the inner one (after any wait for the
-        # lock). The links follow in the same round trip, as a statement of their own so
-        # that they see what the lock's previous holder committed.
-        cur = self._execute(f"SELECT *, {_CLOCK} FROM ({self._select(envelope)} "
+        # The row lock, then in the same statement the server's clock and, for a claimed
+        # row, the probe of its owner's liveness lock (owner_dead): the outer query reads
+        # them as the locked row comes out of the inner one, after any wait for the lock.
+        # The links follow in the same round trip, as a statement of their own so that
+        # they see what the lock's previous holder committed.
+        probe = f"CASE WHEN state = 'claimed' THEN {probe_sql('owner_incarnation')} END" \
+            if envelope else "NULL"
+        cur = self._execute(f"SELECT *, {_CLOCK}, {probe} FROM ({self._select(envelope)} "
                             "WHERE id = %s FOR UPDATE) AS locked", (handoff_id,))
         self._links[handoff_id] = (self.conn.execute(_LINKS.replace("{s}", self.s),
                                                      (envelope, handoff_id)), envelope)
         found = cur.fetchone()
         if found is None:
             return None
-        self.clock_at_lock = found[-1]
-        return _row(found[:-1])
+        row = _row(found[:-2])
+        self.clock_at_lock = found[-2]
+        if found[-1] is not None:
+            self.probes[row["owner_incarnation"]] = found[-1]
+        return row
 
     def _get_read(self, handoff_id: str) -> dict | None:
         # One statement, one snapshot: the row and its last two links.
@@ -587,6 +596,12 @@ class PostgresStore(StoreBackend):
             return now
         with self.connection() as conn:
             return conn.execute(f"SELECT {_CLOCK}").fetchone()[0]
+
+    def probed(self, token: str) -> bool | None:
+        """Whether the liveness lock of `token` was free, if this thread's transaction
+        probed it with a row lock (PostgresTx.get), else None."""
+        tx = getattr(self._local, "tx", None)
+        return tx.probes.get(token) if tx is not None else None
 
     def in_transaction_on_this_thread(self) -> bool:
         return getattr(self._local, "tx", None) is not None
