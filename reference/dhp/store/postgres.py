@@ -450,19 +450,23 @@ def _pipelined_transaction(conn: psycopg.Connection, sync: str) -> Iterator[None
             try:
                 yield
             except BaseException:
-                conn.execute("ROLLBACK")  # skipped by the server if a statement failed
+                _roll_back(conn)  # sent with the sync at the pipeline's end
                 raise
             conn.execute("COMMIT")
     except BaseException:
-        # A statement failed: the server skipped what followed it, the transaction is
-        # aborted but open. End it here so the pool gets the connection back idle.
-        if not conn.closed and conn.info.transaction_status in (
-                psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR):
-            try:
-                conn.execute("ROLLBACK")
-            except psycopg.Error:
-                pass
+        # When a statement failed the server skipped what followed it (the ROLLBACK too):
+        # the transaction is open and aborted. End it so the pool gets the connection idle.
+        if conn.info.transaction_status in (psycopg.pq.TransactionStatus.INTRANS,
+                                            psycopg.pq.TransactionStatus.INERROR):
+            _roll_back(conn)
         raise
+
+
+def _roll_back(conn: psycopg.Connection) -> None:
+    try:
+        conn.execute("ROLLBACK")
+    except psycopg.Error:
+        pass  # a broken connection: the server ends its transaction, the pool drops it
 
 
 class PostgresStore(StoreBackend):
