@@ -15,6 +15,13 @@ of one handoff are serialised on its row (DHP-FEN-005). `claim_next` and the sup
 pick rows with `FOR UPDATE SKIP LOCKED`, so N workers pulling from one queue never queue
 behind each other. Leadership decisions are serialised by a transaction advisory lock.
 
+Round trips. Under load every round trip waits for the server's process to be scheduled, so
+they are what failover and throughput cost. A write transaction runs in pipeline mode (BEGIN
+travels with its first statement, the writes with COMMIT); the statement that locks a row
+also reads the server's clock and, for a claimed row, probes its owner's liveness lock, and
+the last checkpoint links come back in the same round trip. A fenced write (checkpoint,
+heartbeat, complete) and a recover are two round trips each; a read is one statement.
+
 Connections. A psycopg_pool pool per process (re-made in a forked child). A connection error
 or a statement timeout is `unavailable` (retryable, outcome unknown): the broken connection is
 dropped, the pool's idle ones are checked, and the next call works once the server is back.
@@ -23,7 +30,8 @@ inside a transaction cannot hold a row lock for long) and TCP keepalives on both
 
 Clock (DHP-SRV-001, DHP-SRV-002). Every lease decision is taken with the database server's
 clock, `clock_timestamp()`, read on the transaction's own connection after its row lock was
-taken; no client's clock is ever used. Fencing keeps safety independent of that clock.
+taken (by the same statement, as the locked row comes out); no client's clock is ever used.
+Fencing keeps safety independent of that clock.
 
 Durability (DHP-SRV-004). Dispatches, claims, checkpoints, completions and every other change
 commit with `synchronous_commit = on`: acknowledged means flushed to the server's WAL (the
