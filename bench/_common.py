@@ -4,21 +4,33 @@ Every benchmark runs each implementation ("side") in its own child process, star
 side's interpreter: ours with the interpreter running the benchmark, the original
 `dhp-protocol` 1.3.0 with the one from tools/orig_venv.sh (both import as `dhp`, so they can
 never share a process). A child prints one JSON line on stdout; progress goes to stderr.
+
+Side-by-side figures come from interleaved windows (see bench/README.md, "How the figures
+are made"): `Driven` keeps one long-lived child per side, `interleave` alternates the sides
+window by window (the first side alternates too: A B, B A, A B ...), and `paired` turns the
+per-window measurements into the median of per-pair ratios with their min-max spread.
+`finish` adds the run's environment to the JSON line: CPUs, load average and the raw fsync
+rate of the scratch disk at the start and at the end of the run.
 """
 
 from __future__ import annotations
 
+import argparse
 import atexit
+import datetime as dt
 import importlib
 import json
 import math
 import os
+import platform
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -101,6 +113,18 @@ def summary(values: list[float], digits: int = 4) -> dict:
             "max": round(max(values), digits), "mean": round(statistics.fmean(values), digits)}
 
 
+def paired(num: list[float], den: list[float], digits: int = 3) -> dict | None:
+    """The median of per-pair ratios num[i] / den[i] with their spread (min and max over the
+    pairs), never one ratio of two totals: pair i was measured in the same short window of
+    time, so a drift of the machine that moves both sides cancels out of its ratio."""
+    ratios = [a / b for a, b in zip(num, den, strict=True) if a is not None and b]
+    if not ratios:
+        return None
+    return {"median": round(statistics.median(ratios), digits),
+            "min": round(min(ratios), digits), "max": round(max(ratios), digits),
+            "n": len(ratios)}
+
+
 def ratio(a: float | None, b: float | None, digits: int = 2) -> float | None:
     if a is None or b is None or b == 0:
         return None
@@ -115,5 +139,199 @@ def padded_state(size: int, i: int) -> dict:
     return base
 
 
+class BareSQLite:
+    """The bare SQLite commit limit, a pseudo-side (`sqlite_full`, `sqlite_normal`): a table
+    of (seq, json) and one INSERT + COMMIT per write, WAL, with synchronous FULL (an fsync
+    per commit, what an ownership change costs) or NORMAL (no fsync: what a checkpoint inside
+    ours' shared fsync interval costs). No protocol, no checks: the ceiling a store on this
+    disk can reach, measured in the same run as the sides it bounds."""
+
+    def __init__(self, name: str, root: str):
+        self.NAME, self.VERSION = name, sqlite3.sqlite_version
+        self.level = name.removeprefix("sqlite_").upper()
+        self.durability = f"bare sqlite3 {self.VERSION}, WAL, synchronous={self.level}"
+        self.db = sqlite3.connect(os.path.join(root, "bare.db"), isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute(f"PRAGMA synchronous={self.level}")
+        self.db.execute("CREATE TABLE c (seq INTEGER PRIMARY KEY, doc TEXT NOT NULL)")
+        self.seq = 0
+
+    def write(self, doc: dict) -> None:
+        self.seq += 1
+        self.db.execute("BEGIN")
+        self.db.execute("INSERT INTO c VALUES (?, ?)", (self.seq, json.dumps(doc)))
+        self.db.execute("COMMIT")
+
+
 OUTPUT_SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}},
                  "required": ["n"]}
+
+
+# ------------------------------------------------------------------ interleaved windows
+
+def order(sides: list[str], window: int) -> list[str]:
+    """The sides in the order of window `window`: alternate starts (A B, B A, A B ...), so
+    neither side always runs first after a pause or always right after the other."""
+    return list(sides) if window % 2 == 0 else list(reversed(sides))
+
+
+def interleave(sides: list[str], windows: int, measure: Callable[[str, int], object],
+               what: str = "") -> dict[str, list]:
+    """Run measure(side, window) for every side in every window, the sides alternating;
+    returns {side: [one result per window]} in window order."""
+    got: dict[str, list] = {side: [] for side in sides}
+    for w in range(windows):
+        for side in order(sides, w):
+            got[side].append(measure(side, w))
+        if what:
+            log(f"{what}: window {w + 1}/{windows} done")
+    return got
+
+
+class Driven:
+    """A long-lived child of this benchmark for one side, driven by one JSON command per line
+    on stdin and answering one JSON line on stdout, so the sides can take turns in short
+    windows without paying a process start (or a store fill) per window. The child side is
+    `serve`; the child prints "ready" once its setup is done."""
+
+    def __init__(self, side: str, script: str, *args: str):
+        self.side = side
+        self.proc = subprocess.Popen(child_cmd(side, script, "--serve", *map(str, args)),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self._read()  # "ready": setup finished
+
+    def _read(self):
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"{self.side} child exited with {self.proc.wait()}")
+            line = line.strip()
+            if line == "ready":
+                return None
+            if line.startswith("{"):  # anything else is a library talking on stdout
+                return json.loads(line)
+
+    def ask(self, op: str, **params):
+        self.proc.stdin.write(json.dumps({"op": op, **params}) + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=60)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+
+
+def serve(handlers: dict[str, Callable[..., dict]]) -> None:
+    """The child's loop of `Driven`: after its setup, answer each command with one JSON line."""
+    print("ready", flush=True)
+    for line in sys.stdin:
+        command = json.loads(line)
+        emit(handlers[command.pop("op")](**command))
+
+
+def drive(sides: Iterable[str], script: str, *args: str) -> dict[str, Driven]:
+    """One Driven child per side, started one after another (their setups never overlap)."""
+    children: dict[str, Driven] = {}
+    try:
+        for side in sides:
+            log(f"{script}: starting the {side} child")
+            children[side] = Driven(side, script, *args)
+    except BaseException:
+        close_all(children)
+        raise
+    return children
+
+
+def close_all(children: dict[str, Driven]) -> None:
+    for child in children.values():
+        child.close()
+
+
+def written_bytes() -> int | None:
+    """Bytes this process has passed to write() so far (Linux /proc/self/io `wchar`): for a
+    store in WAL mode, the WAL frames of its commits plus its share of the WAL checkpoints
+    into the database file; None where the kernel does not say."""
+    try:
+        with open("/proc/self/io", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("wchar:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def cpu_and_wall(step: Callable[[], object]) -> tuple[float, float]:
+    """(CPU seconds of this process, wall seconds) spent in step()."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    step()
+    return time.process_time() - cpu, time.perf_counter() - wall
+
+
+# ------------------------------------------------------------------ arguments, environment
+
+def parse(ap: argparse.ArgumentParser, quick: dict) -> argparse.Namespace:
+    """Parse with a --quick flag that swaps in the small defaults `quick` (sizes and reps to
+    check the script end to end in seconds, not figures to quote); explicit options win."""
+    ap.add_argument("--quick", action="store_true",
+                    help="small sizes and few repetitions: checks the script runs, figures "
+                         "are not comparable to a full run (" +
+                         ", ".join(f"{k}={v}" for k, v in quick.items()) + ")")
+    if "--quick" in sys.argv[1:]:
+        ap.set_defaults(**quick)
+    return ap.parse_args()
+
+
+def fsync_probe(seconds: float = 1.0, limit: int = 1000) -> dict:
+    """Raw fsync rate of the disk under the scratch folder: a loop of a 128-byte append and an
+    fsync, for `seconds` or `limit` rounds. A store's commit cannot beat this rate, and it
+    moves with the machine's load, so every side-by-side run prints it next to its figures."""
+    path = os.path.join(scratch("fsync-probe"), "probe")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    times = []
+    try:
+        block, deadline = b"x" * 127 + b"\n", time.perf_counter() + seconds
+        while len(times) < limit and time.perf_counter() < deadline:
+            began = time.perf_counter()
+            os.write(fd, block)
+            os.fsync(fd)
+            times.append(time.perf_counter() - began)
+    finally:
+        os.close(fd)
+    return {"fsyncs": len(times), "per_s": round(len(times) / sum(times), 1),
+            "median_ms": round(statistics.median(times) * 1000, 3),
+            "p95_ms": round(percentile(times, 95) * 1000, 3)}
+
+
+def environment() -> dict:
+    """What the machine was doing: read at the start and again at the end of a run."""
+    return {"time": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "loadavg": [round(x, 2) for x in os.getloadavg()], "fsync": fsync_probe()}
+
+
+class Run:
+    """One benchmark run: the environment at its start; `finish` emits the JSON line with the
+    environment at the start and the end, and the fsync rate of both probes."""
+
+    def __init__(self, name: str, args: argparse.Namespace | None = None):
+        self.name = name
+        self.quick = bool(getattr(args, "quick", False))
+        self.start = environment()
+        log(f"{name}: fsync probe {self.start['fsync']['per_s']}/s, "
+            f"load {self.start['loadavg']}")
+
+    def finish(self, out: dict) -> None:
+        end = environment()
+        rates = [self.start["fsync"]["per_s"], end["fsync"]["per_s"]]
+        out = {"benchmark": self.name, **out, "quick": self.quick,
+               "env": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                       "sqlite": sqlite3.sqlite_version, "machine": platform.machine(),
+                       "start": self.start, "end": end,
+                       "fsync_per_s": {"start": rates[0], "end": rates[1],
+                                       "min": min(rates), "max": max(rates)}}}
+        emit(out)

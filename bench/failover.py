@@ -9,9 +9,12 @@ sides use their default lease and heartbeat settings. The original needs its sup
 orphan the lease before `recover` can succeed, so one `dhp-supervisor` (default intervals)
 runs for its whole series; ours runs none (a recoverer needs no supervisor).
 
-Prints one JSON line: median/p95 per side and their ratio, plus a lost-checkpoint count
-(a resumed state older than the last one the worker saw acknowledged; must be 0).
-Usage: python bench/failover.py [--reps 20] [--sides ours,orig]
+The sides take turns repetition by repetition (A B, B A, ...), each in its own store; the
+original's supervisor runs through the whole run. Prints one JSON line: median/p95 per side,
+the median of the per-repetition ratios (original / ours) with their min-max spread, plus a
+lost-checkpoint count (a resumed state older than the last one the worker saw acknowledged;
+must be 0).
+Usage: python bench/failover.py [--reps 20] [--sides ours,orig] [--quick]
 """
 
 from __future__ import annotations
@@ -140,23 +143,27 @@ def one_rep(side: str, root: str, rep: int, args, rng: random.Random) -> dict:
     return {"latency": latency, "lost": lost, "durability": setup["durability"]}
 
 
-def series(side: str, args, rng: random.Random) -> dict:
-    root = C.scratch(f"failover-{side}")
-    sup = None
-    info = C.run_child(side, SCRIPT, "--role", "info", "--root", root)
-    if info["supervisor_cmd"]:
-        sup = subprocess.Popen(info["supervisor_cmd"], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-    try:
-        reps = [one_rep(side, root, i, args, rng) for i in range(args.reps)]
-    finally:
-        if sup is not None:
-            sup.terminate()
-            sup.wait()
-    lat = [r["latency"] for r in reps]
-    return {"latency_s": C.summary(lat, 3), "lost_checkpoints": sum(r["lost"] for r in reps),
-            "durability": reps[0]["durability"], "supervisor": bool(info["supervisor_cmd"]),
-            "version": info["version"]}
+class Series:
+    """One side's store and, for a side that needs it, its supervisor, for the whole run."""
+
+    def __init__(self, side: str):
+        self.side, self.root, self.sup = side, C.scratch(f"failover-{side}"), None
+        self.info = C.run_child(side, SCRIPT, "--role", "info", "--root", self.root)
+        if self.info["supervisor_cmd"]:
+            self.sup = subprocess.Popen(self.info["supervisor_cmd"], stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+
+    def close(self) -> None:
+        if self.sup is not None:
+            self.sup.terminate()
+            self.sup.wait()
+
+    def report(self, reps: list[dict]) -> dict:
+        return {"latency_s": C.summary([r["latency"] for r in reps], 3),
+                "latencies_s": [round(r["latency"], 4) for r in reps],
+                "lost_checkpoints": sum(r["lost"] for r in reps),
+                "durability": reps[0]["durability"], "supervisor": self.sup is not None,
+                "version": self.info["version"]}
 
 
 def role_info(side, args) -> None:
@@ -179,27 +186,36 @@ def main() -> None:
     ap.add_argument("--kill-window", type=float, nargs=2, default=(0.5, 2.5),
                     help="kill at a uniform random delay in this range after the standby is up")
     ap.add_argument("--seed", type=int, default=1)
-    args = ap.parse_args()
+    args = C.parse(ap, {"reps": 2, "kill_window": (0.2, 0.6)})
     if args.child:
         side = C.load_side(args.child)
         {"setup": role_setup, "worker": role_worker, "standby": role_standby,
          "info": role_info}[args.role](side, args)
         return
+    run = C.Run("failover", args)
     rng = random.Random(args.seed)
-    out = {"benchmark": "failover", "reps": args.reps, "poll_s": args.poll,
-           "checkpoint_interval_s": args.interval, "kill_window_s": list(args.kill_window)}
-    for side in args.sides.split(","):
-        C.log(f"failover: {side}, {args.reps} reps")
-        out[side] = series(side, args, rng)
-    if "ours" in out and "orig" in out:
-        out["ratio_median_orig_over_ours"] = C.ratio(out["orig"]["latency_s"]["median"],
-                                                     out["ours"]["latency_s"]["median"], 1)
-        out["ratio_p95_orig_over_ours"] = C.ratio(out["orig"]["latency_s"]["p95"],
-                                                  out["ours"]["latency_s"]["p95"], 1)
+    sides = args.sides.split(",")
+    out = {"reps": args.reps, "poll_s": args.poll, "checkpoint_interval_s": args.interval,
+           "kill_window_s": list(args.kill_window)}
+    series: dict[str, Series] = {}
+    try:
+        for side in sides:
+            series[side] = Series(side)
+        reps = C.interleave(sides, args.reps,
+                            lambda side, i: one_rep(side, series[side].root, i, args, rng))
+    finally:
+        for one in series.values():
+            one.close()
+    for side in sides:
+        out[side] = series[side].report(reps[side])
+    for side in sides:  # each rep of a side is paired with the other sides' rep of that turn
+        if side != "ours" and "ours" in out:
+            out[f"ratio_{side}_over_ours"] = C.paired(
+                [r["latency"] for r in reps[side]], [r["latency"] for r in reps["ours"]], 1)
     if "ours" in out:
         lat = out["ours"]["latency_s"]
         out["target_met"] = lat["median"] < 0.5 and lat["p95"] < 1.0
-    C.emit(out)
+    run.finish(out)
 
 
 if __name__ == "__main__":

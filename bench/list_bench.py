@@ -9,7 +9,8 @@ reported too, against single `dhp.dispatch` calls), then measured, each in a fre
   grow with the store;
 - the SDK: `list_handoffs(limit=50)` and the last page by cursor, median seconds in-process.
 
-Prints one JSON line. Usage: python bench/list_bench.py [--sizes 1000,100000] [--repeat 3]
+Prints one JSON line.
+Usage: python bench/list_bench.py [--sizes 1000,100000] [--repeat 3] [--quick]
 """
 
 from __future__ import annotations
@@ -86,8 +87,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1000,100000")
     ap.add_argument("--repeat", type=int, default=3)
-    args = ap.parse_args()
-    out = {"benchmark": "list", "dhp_version": command(["--version"], args.repeat), "sizes": {}}
+    args = C.parse(ap, {"sizes": "200,1000", "repeat": 1})
+    run = C.Run("list", args)
+    out = {"dhp_version": command(["--version"], args.repeat), "sizes": {}}
     # Smallest first: RUSAGE_CHILDREN keeps the largest child's peak, so a later, smaller
     # reading could not be seen; with sizes rising each reading is that size's own or less.
     for n in sorted(int(s) for s in args.sizes.split(",")):
@@ -102,7 +104,7 @@ def main() -> None:
         row["store_mib"] = round(sum(f.stat().st_size for f in os.scandir(path)
                                      if f.is_file()) / 2**20, 1)
         out["sizes"][str(n)] = row
-    C.emit(out)
+    run.finish(out)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ recovery after an agent is killed. Ours only (the original has no MCP server).
   before the kill to the standby's successful recover (lease TTL 30 s, so only the session's
   end can explain it).
 
-Prints one JSON line. Usage: python bench/mcp_bench.py [--calls 500] [--reps 10]
+Prints one JSON line. Usage: python bench/mcp_bench.py [--calls 500] [--reps 10] [--quick]
 """
 
 from __future__ import annotations
@@ -133,14 +133,15 @@ def main() -> None:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--calls", type=int, default=500)
     p.add_argument("--reps", type=int, default=10)
-    args = p.parse_args()
+    args = C.parse(p, {"calls": 30, "reps": 2})
+    run = C.Run("mcp", args)
     C.log(f"stdio: {args.calls} checkpoint and claim_next calls")
     stdio = asyncio.run(over_stdio(args.calls))
     C.log("in-process SDK")
     sdk = in_process(args.calls)
     C.log(f"recovery after kill -9 of an agent: {args.reps} reps")
     rec = asyncio.run(recovery(args.reps))
-    C.emit({"benchmark": "mcp", "calls": args.calls, "stdio": stdio, "in_process_sdk": sdk,
+    run.finish({"calls": args.calls, "reps": args.reps, "stdio": stdio, "in_process_sdk": sdk,
             "overhead_p50_ms": {op: round(stdio[op]["p50_ms"] - sdk[op]["p50_ms"], 3)
                                 for op in ("checkpoint", "claim_next")},
             "recovery_after_agent_kill_s": rec})

@@ -7,7 +7,7 @@ Prints one JSON line: the server's peak resident memory (its own process, MiB), 
 legitimate shipper's acknowledged frames per second with and without the attack, and how
 many attack connections failed outright (refused before any byte was read).
 
-    python bench/preauth_attack.py [--attackers 48] [--seconds 5]
+    python bench/preauth_attack.py [--attackers 48] [--seconds 5] [--quick]
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
-from _common import emit, log
+import _common as C
+from _common import log
 
 SECRET = "bench-preauth-secret-0123456789abcdef"
 SERVER = """
@@ -85,11 +85,12 @@ def ship(port: int, seconds: float, folder: Path) -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--attackers", type=int, default=48)
     p.add_argument("--seconds", type=float, default=5.0)
-    args = p.parse_args()
-    folder = Path(tempfile.mkdtemp(prefix="dhp-preauth-"))
+    args = C.parse(p, {"attackers": 8, "seconds": 1.5})
+    run = C.Run("preauth_attack", args)
+    folder = Path(C.scratch("preauth"))
     server = subprocess.Popen([sys.executable, "-c", SERVER, str(folder / "peer"), SECRET],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     port = int(server.stdout.readline())
@@ -116,7 +117,7 @@ def main() -> None:
         stop.set()
         cut = int(attackers.communicate("", timeout=60)[0] or 0)
         log(f"baseline {base:.0f}/s, under attack {loaded:.0f}/s")
-        emit({"benchmark": "preauth_attack", "attackers": args.attackers,
+        run.finish({"attackers": args.attackers, "seconds": args.seconds,
               "server_rss_idle_mib": round(idle_rss, 1),
               "server_rss_peak_mib": round(peak[0], 1),
               "shipper_acks_per_s_baseline": round(base), "shipper_acks_per_s_attack":

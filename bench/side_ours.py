@@ -7,7 +7,6 @@ where they reach below it.
 from __future__ import annotations
 
 import dhp
-from dhp.core.errors import Conflict
 
 sdk = dhp
 
@@ -36,7 +35,7 @@ def try_recover(store, hid: str, worker_id: str):
     """The standby's poll: a TaskContext once the owner is dead or its lease expired."""
     try:
         return sdk.recover(store, hid, worker_id)
-    except Conflict:
+    except sdk.Conflict:
         return None  # owner alive and lease live, or another recoverer won
 
 
@@ -57,13 +56,14 @@ def durability(store) -> str:
     backend = getattr(store, "backend", store)
     try:
         mode = backend._connection().execute("PRAGMA journal_mode").fetchone()[0]
+        interval = backend.fsync_interval
     except Exception as exc:  # noqa: BLE001 - a report line, never fatal
         return f"unknown ({exc.__class__.__name__})"
-    if not backend.fsync_interval:
-        return f"journal_mode={mode} synchronous=FULL (every write fsynced)"
-    return (f"journal_mode={mode}; claims/completions synchronous=FULL; a checkpoint is "
-            f"fsynced unless this process fsynced < {backend.fsync_interval} s ago "
-            f"(then synchronous=NORMAL until the next fsync); every write survives kill -9")
+    if not interval:
+        return f"journal_mode={mode}; every write's WAL fsynced before it returns"
+    return (f"journal_mode={mode}; claims/completions: WAL fsynced before they return; a "
+            f"checkpoint too unless this process fsynced < {interval} s ago "
+            f"(then it joins the next fsync); every write survives kill -9")
 
 
 def supervisor_cmd(root: str) -> None:

@@ -4,7 +4,7 @@ handoff), each run as a fresh process, interleaved, wall time; also Python's own
 
 Prints one JSON line: median and p90 in ms per command.
 
-    python bench/startup.py [--runs 30]
+    python bench/startup.py [--runs 30] [--quick]
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from _common import emit, log
+import _common as C
+from _common import log
 
 
 def timed(cmd: list[str]) -> float:
@@ -30,8 +30,9 @@ def timed(cmd: list[str]) -> float:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=30)
-    args = p.parse_args()
-    folder = Path(tempfile.mkdtemp(prefix="dhp-startup-"))
+    args = C.parse(p, {"runs": 3})
+    run = C.Run("startup", args)
+    folder = Path(C.scratch("startup"))
     try:
         dhp = [sys.executable, "-m", "dhp.cli.main"]
         store = str(folder / "store")
@@ -41,12 +42,12 @@ def main() -> None:
                     "dhp --version": [*dhp, "--version"],
                     "dhp status": [*dhp, "status", "--store", store, hid]}
         times: dict[str, list[float]] = {name: [] for name in commands}
-        for run in range(args.runs):
+        for i in range(args.runs):
             for name, cmd in commands.items():
                 times[name].append(timed(cmd))
-            if run % 10 == 9:
-                log(f"{run + 1} runs")
-        emit({"bench": "startup", "runs": args.runs, "ms": {
+            if i % 10 == 9:
+                log(f"{i + 1} runs")
+        run.finish({"runs": args.runs, "ms": {
             name: {"median": round(statistics.median(v), 1),
                    "p90": round(statistics.quantiles(v, n=10)[-1], 1)}
             for name, v in times.items()}})

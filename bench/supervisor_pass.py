@@ -8,21 +8,22 @@ For each size (1,000, 5,000 and 20,000 running handoffs by default), per side:
   (ours: `dhp.supervisor`'s single-pass call; the original: its leader's `scan()`), and then
   one more with nothing expired (the idle cost of a pass at that size).
 
-Running stays N in every round (the previous round's 10 are orphaned by then). Prints one
-JSON line: per side and size the median pass time with 10 expired and with 0 expired, the
-actions per pass, and the growth of the 10-expired pass from the smallest to the largest
+Running stays N in every round (the previous round's 10 are orphaned by then). Both sides
+are set up before the rounds start and take turns within each round (the first side
+alternating). Prints one JSON line: per side and size the median pass time with 10 expired
+and with 0 expired, the actions per pass, the median of the per-round ratios original / ours
+with their min-max spread, and the growth of the 10-expired pass from the smallest to the largest
 size (a cost that follows the running handoffs grows about 20x from 1,000 to 20,000).
 Ours is seeded through the SDK (one durable transaction per call); the original through its
 SDK inside one transaction per batch, which its autocommit connection allows.
-Usage: python bench/supervisor_pass.py [--sizes 1000,5000,20000] [--rounds 3] [--sides ours,orig]
+Usage: python bench/supervisor_pass.py [--sizes 1000,5000,20000] [--rounds 5] [--sides ours,orig]
+       [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 import time
 
@@ -54,89 +55,69 @@ def role_holder(side, args) -> None:
             side.plant_claim(store, hid, "holder", 3600.0)  # no heartbeat threads
         side.end_batch(store)
     C.log(f"{side.NAME}: holder claimed {len(long_lived)} in {time.perf_counter() - begin:.1f} s")
-    print("ready", flush=True)
-    for line in sys.stdin:
-        if line.strip() != "expire":
-            break
+
+    def expire() -> dict:
+        """Plant the next 10 claims with a short lease (they expire unrenewed)."""
         for hid in spare[:EXPIRING]:
             side.plant_claim(store, hid, "holder", SHORT_TTL)
-        spare = spare[EXPIRING:]
-        print("ok", flush=True)
+        del spare[:EXPIRING]
+        return {}
+
+    C.serve({"expire": expire})
 
 
 def role_supervisor(side, args) -> None:
     run_pass = side.supervisor_pass(args.root)
-    print("ready", flush=True)
-    for line in sys.stdin:
-        if line.strip() != "pass":
-            break
+
+    def one_pass() -> dict:
         begin = time.perf_counter()
         actions = run_pass()
         elapsed = time.perf_counter() - begin
-        count = len(actions) if hasattr(actions, "__len__") else None
-        print(json.dumps({"ms": elapsed * 1000, "actions": count}), flush=True)
+        return {"ms": elapsed * 1000,
+                "actions": len(actions) if hasattr(actions, "__len__") else None}
+
+    C.serve({"pass": one_pass})
 
 
-class Child:
-    """A role process driven line by line over stdin/stdout."""
-
-    def __init__(self, side: str, role: str, *args: str):
-        self.proc = subprocess.Popen(C.child_cmd(side, SCRIPT, "--role", role, *args),
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.expect("ready")
-
-    def ask(self, command: str) -> str:
-        self.proc.stdin.write(command + "\n")
-        self.proc.stdin.flush()
-        return self.read()
-
-    def read(self) -> str:
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"child exited with {self.proc.wait()}")
-        return line.strip()
-
-    def expect(self, want: str) -> None:
-        got = self.read()
-        if got != want:
-            raise RuntimeError(f"expected {want!r} from child, got {got!r}")
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.write("exit\n")
-                self.proc.stdin.flush()
-                self.proc.wait(timeout=30)
-            except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
-                self.proc.wait()
-
-
-def measure(side: str, running: int, rounds: int) -> dict:
-    root = C.scratch(f"sup-{side}-{running}")
-    holder = Child(side, "holder", "--root", root, "--running", str(running),
-                   "--rounds", str(rounds))
-    sup = None
+def measure(sides: list[str], running: int, rounds: int) -> dict:
+    """Every side's holder and supervisor set up first (one after the other), then rounds in
+    which the sides take turns: their 10 short leases planted together, then, after they
+    expired, one pass per side with 10 expired and one with 0, the first side alternating."""
+    holders: dict[str, C.Driven] = {}
+    sups: dict[str, C.Driven] = {}
     try:
-        sup = Child(side, "supervisor", "--root", root)
-        sup.ask("pass")  # warm-up: first pass may set things up (leadership, caches)
-        busy, idle, actions = [], [], []
-        for _ in range(rounds):
-            holder.ask("expire")
+        for side in sides:
+            root = C.scratch(f"sup-{side}-{running}")
+            holders[side] = C.Driven(side, SCRIPT, "--role", "holder", "--root", root,
+                                     "--running", running, "--rounds", rounds)
+            sups[side] = C.Driven(side, SCRIPT, "--role", "supervisor", "--root", root)
+            sups[side].ask("pass")  # warm-up: first pass may set things up (leadership)
+        busy: dict[str, list] = {side: [] for side in sides}
+        idle: dict[str, list] = {side: [] for side in sides}
+        actions: dict[str, list] = {side: [] for side in sides}
+        for r in range(rounds):
+            for side in sides:
+                holders[side].ask("expire")
             time.sleep(SHORT_TTL + 0.1)
-            got = json.loads(sup.ask("pass"))
-            busy.append(got["ms"])
-            actions.append(got["actions"])
-            idle.append(json.loads(sup.ask("pass"))["ms"])
+            for side in C.order(sides, r):
+                got = sups[side].ask("pass")
+                busy[side].append(got["ms"])
+                actions[side].append(got["actions"])
+            for side in C.order(sides, r):
+                idle[side].append(sups[side].ask("pass")["ms"])
     finally:
-        for child in (sup, holder):
-            if child is not None:
-                child.close()
-    out = {"running": running, "pass_10_expired_ms": round(statistics.median(busy), 2),
-           "pass_0_expired_ms": round(statistics.median(idle), 2),
-           "actions_per_pass": actions}
-    C.log(f"{side} {running} running: 10 expired {out['pass_10_expired_ms']} ms, "
-          f"0 expired {out['pass_0_expired_ms']} ms, actions {actions}")
+        for child in [*sups.values(), *holders.values()]:
+            child.close()
+    out = {}
+    for side in sides:
+        out[side] = {"running": running,
+                     "pass_10_expired_ms": round(statistics.median(busy[side]), 2),
+                     "pass_0_expired_ms": round(statistics.median(idle[side]), 2),
+                     "pass_10_expired_ms_runs": [round(x, 2) for x in busy[side]],
+                     "actions_per_pass": actions[side]}
+        C.log(f"{side} {running} running: {out[side]}")
+    if "ours" in out and "orig" in out:
+        out["orig_over_ours_10_expired"] = C.paired(busy["orig"], busy["ours"], 1)
     return out
 
 
@@ -144,21 +125,24 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--role", help=argparse.SUPPRESS)
+    ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--root", help=argparse.SUPPRESS)
     ap.add_argument("--running", type=int, help=argparse.SUPPRESS)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--sizes", default="1000,5000,20000")
     ap.add_argument("--sides", default="ours,orig")
-    args = ap.parse_args()
+    args = C.parse(ap, {"sizes": "200,1000", "rounds": 2})
     if args.child:
         side = C.load_side(args.child)
         {"holder": role_holder, "supervisor": role_supervisor}[args.role](side, args)
         return
+    run = C.Run("supervisor_pass", args)
     sizes = [int(s) for s in args.sizes.split(",")]
-    out = {"benchmark": "supervisor_pass", "expired_per_pass": EXPIRING, "rounds": args.rounds}
-    for side in args.sides.split(","):
-        C.log(f"supervisor_pass: {side}")
-        results = [measure(side, n, args.rounds) for n in sizes]
+    sides = args.sides.split(",")
+    out = {"expired_per_pass": EXPIRING, "rounds": args.rounds}
+    per_size = [measure(sides, n, args.rounds) for n in sizes]
+    for side in sides:
+        results = [row[side] for row in per_size]
         first, last = results[0], results[-1]
         out[side] = {"sizes": results,
                      "growth_10_expired_largest_over_smallest": C.ratio(
@@ -166,10 +150,9 @@ def main() -> None:
                      "running_ratio": round(last["running"] / first["running"], 1)}
     if "ours" in out and "orig" in out:
         out["ratio_orig_over_ours_10_expired"] = {
-            str(o["running"]): C.ratio(g["pass_10_expired_ms"], o["pass_10_expired_ms"])
-            for o, g in zip(out["ours"]["sizes"], out["orig"]["sizes"], strict=True)}
-    C.emit(out)
-
+            str(n): row["orig_over_ours_10_expired"] for n, row in zip(sizes, per_size,
+                                                                       strict=True)}
+    run.finish(out)
 
 if __name__ == "__main__":
     sys.exit(main())

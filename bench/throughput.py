@@ -6,17 +6,20 @@ checkpoints of 1 KB, `complete`, until the queue is empty. Each reports its clai
 (claim_next call to return) and every error by code. Afterwards the store is read: a handoff
 claimed more than once (attempts > 1) is a lease that expired while its worker waited.
 
-Prints one JSON line: per side and W, handoffs/s, checkpoints/s, p50/p99 claim latency in ms,
-errors by code, expired leases. The original dhp-protocol 1.3.0 has no claim_next and is not
-run here. Usage: python bench/throughput.py [--workers 1,2,4,8,16] [--per-worker 25]
-[--sides ours,ours_pg]
+For each W the sides take turns, --rounds runs each (the first side alternating). Prints one
+JSON line: per side and W, handoffs/s, checkpoints/s, p50/p99 claim latency in ms (medians of
+the runs), errors by code and expired leases (summed), and the second side's handoffs/s over
+the first's: the median of the per-turn ratios with their min-max spread. The original
+dhp-protocol 1.3.0 has no claim_next and is not run here.
+Usage: python bench/throughput.py [--workers 1,2,4,8,16] [--per-worker 25] [--rounds 3]
+[--sides ours,ours_pg] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
+import statistics
 import subprocess
 import sys
 import time
@@ -37,7 +40,7 @@ def role_seed(side, args) -> None:
 
 
 def role_worker(side, args) -> None:
-    from dhp.core.errors import DHPError
+    DHPError = side.sdk.DHPError  # noqa: N806 - the SDK's exception class
 
     store = side.open_store(args.root)
     print("ready", flush=True)
@@ -119,21 +122,48 @@ def main() -> None:
     ap.add_argument("--workers", default="1,2,4,8,16")
     ap.add_argument("--per-worker", type=int, default=25,
                     help="handoffs queued per worker process")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="runs per side and W, the sides taking turns")
     ap.add_argument("--sides", default="ours,ours_pg")
-    args = ap.parse_args()
+    args = C.parse(ap, {"workers": "1,2", "per_worker": 3, "rounds": 2})
     if args.child:
         side = C.load_side(args.child)
         {"seed": role_seed, "worker": role_worker, "attempts": role_attempts}[args.role](
             side, args)
         return
-    out = {"benchmark": "throughput", "checkpoints_per_handoff": CHECKPOINTS,
-           "state_bytes": len(json.dumps(STATE)), "per_worker": args.per_worker,
-           "cpus": os.cpu_count(), "loadavg_before": os.getloadavg()[0]}
-    for side in args.sides.split(","):
-        out[side] = [one(side, int(w), args) for w in args.workers.split(",")]
-    out["loadavg_after"] = os.getloadavg()[0]  # other work on the machine skews every figure
-    C.emit(out)
+    run = C.Run("throughput", args)
+    sides = args.sides.split(",")
+    out = {"checkpoints_per_handoff": CHECKPOINTS, "state_bytes": len(json.dumps(STATE)),
+           "per_worker": args.per_worker, "rounds": args.rounds}
+    rows: dict[str, list] = {side: [] for side in sides}
+    ratios = {}
+    for w in (int(w) for w in args.workers.split(",")):
+        got = C.interleave(sides, args.rounds, lambda side, r, w=w: one(side, w, args),
+                           f"throughput W={w}")
+        for side in sides:
+            rows[side].append(combine(got[side]))
+        for side in sides[1:]:
+            ratios[str(w)] = C.paired([g["handoffs_per_s"] for g in got[side]],
+                                      [g["handoffs_per_s"] for g in got[sides[0]]])
+    out.update(rows)
+    if len(sides) > 1:
+        out[f"ratio_{sides[1]}_over_{sides[0]}"] = ratios
+    run.finish(out)
 
+
+def combine(runs: list[dict]) -> dict:
+    """One W's runs of one side: medians of the rates and latencies, sums of the errors."""
+    errors: dict[str, int] = {}
+    for r in runs:
+        for code, n in r["errors"].items():
+            errors[code] = errors.get(code, 0) + n
+    med = {k: round(statistics.median(r[k] for r in runs), 2) for k in
+           ("handoffs_per_s", "checkpoints_per_s", "claim_ms_p50", "claim_ms_p99")}
+    return {"workers": runs[0]["workers"], **med,
+            "handoffs_per_s_runs": [r["handoffs_per_s"] for r in runs], "errors": errors,
+            "expired_leases": sum(r["expired_leases"] for r in runs),
+            "handoffs": sum(r["handoffs"] for r in runs),
+            "completed": sum(r["completed"] for r in runs)}
 
 if __name__ == "__main__":
     main()

@@ -9,7 +9,7 @@ interleaved in short rounds (A B C A B C ...), each round a fresh child process:
 Prints one JSON line: CPU µs per checkpoint (median of rounds) per setup and the median of
 per-round ratios to `bare` with their spread (min..max).
 
-    python bench/tracing_overhead.py [--rounds 7] [--checkpoints 2000]
+    python bench/tracing_overhead.py [--rounds 7] [--checkpoints 2000] [--quick]
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ import subprocess
 import sys
 import tempfile
 
-from _common import emit, log
+import _common as C
+from _common import log
 
 CHILD = r"""
 import sys, tempfile, time
@@ -46,7 +47,7 @@ if mode == "sdk":
     trace.set_tracer_provider(provider)
     metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
 import dhp
-store = dhp.Store(tempfile.mkdtemp(), fsync_interval=3600)  # CPU, not the disk
+store = dhp.Store(tempfile.mkdtemp(dir=sys.argv[3]), fsync_interval=3600)  # CPU, not the disk
 hid = dhp.dispatch(store, "bench", {}, {"type": "object"})
 ctx = dhp.claim(store, hid, "w", heartbeat_interval=0)
 for i in range(200):
@@ -63,25 +64,24 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--checkpoints", type=int, default=2000)
-    args = p.parse_args()
+    args = C.parse(p, {"rounds": 2, "checkpoints": 200})
+    run = C.Run("tracing_overhead", args)
     cpu: dict[str, list[float]] = {m: [] for m in MODES}
     for r in range(args.rounds):
         for mode in MODES:
-            out = subprocess.run([sys.executable, "-c", CHILD, mode, str(args.checkpoints)],
+            out = subprocess.run([sys.executable, "-c", CHILD, mode, str(args.checkpoints),
+                                  C.scratch("tracing")],
                                  capture_output=True, text=True, check=True,
                                  cwd=tempfile.gettempdir())
             cpu[mode].append(float(out.stdout))
         log(f"round {r + 1}: " + json.dumps({m: round(v[-1], 1) for m, v in cpu.items()}))
-    result = {"bench": "tracing_overhead", "rounds": args.rounds,
+    result = {"rounds": args.rounds,
               "checkpoints_per_round": args.checkpoints,
               "cpu_us_per_checkpoint": {m: round(statistics.median(v), 1)
                                         for m, v in cpu.items()}}
     for mode in ("api", "sdk"):
-        ratios = [a / b for a, b in zip(cpu[mode], cpu["bare"], strict=True)]
-        result[f"{mode}_over_bare"] = {"median": round(statistics.median(ratios), 3),
-                                       "min": round(min(ratios), 3),
-                                       "max": round(max(ratios), 3)}
-    emit(result)
+        result[f"{mode}_over_bare"] = C.paired(cpu[mode], cpu["bare"])
+    run.finish(result)
 
 
 if __name__ == "__main__":

@@ -13,10 +13,12 @@ original's server appends each line to a log file without fsync and its shipper'
 is not fsynced either, so the original runs at weaker durability than ours: the ratio is
 conservative. The original has no TLS; its TLS cells are null.
 
-Prints one JSON line: per side and case the rate (checkpoints/s, median of --rounds), and the
-ours/original ratios (target >= 5).
-Usage: python bench/transport_bench.py [--count 5000] [--size 200] [--rounds 3]
-       [--sides ours,orig]
+The sides take turns run by run (A B, B A, ...), --rounds runs each per case; in a TLS case
+the original runs plain in the same turns (it has no TLS). Prints one JSON line: per side
+and case the rate (checkpoints/s, median of the runs), and the ours/original ratios (target
+>= 5): the median of the per-turn ratios with their min-max spread.
+Usage: python bench/transport_bench.py [--count 5000] [--size 200] [--rounds 5]
+       [--sides ours,orig] [--quick]
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -53,7 +54,7 @@ def child_server(side: str, root: str, tls: str) -> None:
         os.environ["DHP_TRANSPORT_TOKEN"] = SECRET
         import socket
 
-        from dhp.transport.server import TransportServer
+        from dhp.net import TransportServer  # the original's module names
         with socket.socket() as probe:  # it cannot pick a free port itself
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
@@ -103,8 +104,8 @@ def _ours_job(port: int, tls: str, buffer: str, count: int, size: int, tag: str)
 
 
 def _orig_job(port: int, tls: str, buffer: str, count: int, size: int, tag: str):
-    from dhp.core import envelope as E
-    from dhp.transport.server import NetShipper
+    from dhp import envelope as E  # the original's module names
+    from dhp.net import NetShipper
     warm_env = E.build("bench.ship", {"tag": f"{tag}-warm"}, C.OUTPUT_SCHEMA)
     env = E.build("bench.ship", {"tag": tag}, C.OUTPUT_SCHEMA)
     states = [C.padded_state(size, i) for i in range(count)]
@@ -125,8 +126,7 @@ def _orig_job(port: int, tls: str, buffer: str, count: int, size: int, tag: str)
 
 def child_ship(side: str, port: str, shippers: str, count: str, size: str, tls: str) -> None:
     make = _ours_job if side == "ours" else _orig_job
-    folder = tempfile.mkdtemp(prefix=f"dhp-bench-ship-{side}-", dir=os.environ.get(
-        "DHP_BENCH_TMP"))
+    folder = C.scratch(f"ship-{side}")
     jobs = [make(int(port), tls, os.path.join(folder, f"buf{i}.jsonl"), int(count), int(size),
                  f"{time.time()}-{i}") for i in range(int(shippers))]
     errors: list[BaseException] = []
@@ -179,7 +179,7 @@ def measure(side: str, shippers: int, tls: str, args) -> float:
 
 def _cert() -> str:
     """A throwaway self-signed certificate for 127.0.0.1: "cert,key"."""
-    folder = tempfile.mkdtemp(prefix="dhp-bench-tls-")
+    folder = C.scratch("tls")
     cert, key = os.path.join(folder, "c.pem"), os.path.join(folder, "k.pem")
     subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
                     "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
@@ -192,10 +192,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--count", type=int, default=5000, help="checkpoints per shipper")
     ap.add_argument("--size", type=int, default=200, help="bytes of JSON per state")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--sides", default="ours,orig")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = C.parse(ap, {"count": 300, "rounds": 2})
     if args.child:
         side, role, *rest = args.child
         if role == "server":
@@ -203,36 +203,38 @@ def main() -> None:
         else:
             child_ship(side, *(rest + [""])[:5])
         return
+    run = C.Run("transport", args)
     sides = args.sides.split(",")
     cert = _cert()
     rates: dict[str, dict[str, float | None]] = {s: {} for s in sides}
-    for case in CASES:
-        shippers, tls = case
-        name = f"{shippers}_shipper{'s' if shippers > 1 else ''}_{'tls' if tls else 'plain'}"
-        for side in sides:
-            if side == "orig" and tls:
-                rates[side][name] = None  # the original has no TLS
-                continue
-            runs = []
-            for _ in range(args.rounds):  # alternate nothing: each run is its own server
-                runs.append(measure(side, shippers, cert if tls else "", args))
-            rates[side][name] = round(statistics.median(runs), 1)
-            C.log(f"{side} {name}: {runs} -> {rates[side][name]}/s")
+    runs: dict[str, dict[str, list[float]]] = {s: {} for s in sides}
     ratio = {}
-    if "ours" in rates and "orig" in rates:
-        for name, orig in rates["orig"].items():
-            plain = name.replace("_tls", "_plain")
-            ratio[name] = C.ratio(rates["ours"].get(name), rates["orig"].get(plain)
-                                  if orig is None else orig)
-    C.emit({"benchmark": "transport", "unit": "checkpoints acknowledged per second",
-            "count_per_shipper": args.count, "state_bytes": args.size, "rounds": args.rounds,
-            "rates": rates, "ratio_ours_over_orig": ratio,
-            "ratio_note": "TLS cells compare ours with TLS to the original without it",
-            "durability": {
-                "ours": "server: SQLite WAL synchronous=FULL commit before each ack (one fsync "
-                        "per batch); shipper: buffer fsynced before sending",
-                "orig": "server: log line appended without fsync; shipper: local log "
-                        "appended without fsync"}})
+    for shippers, tls in CASES:
+        name = f"{shippers}_shipper{'s' if shippers > 1 else ''}_{'tls' if tls else 'plain'}"
+
+        def one(side: str, r: int, shippers=shippers, tls=tls) -> float:
+            # The original has no TLS: in a TLS case it runs plain, as the reference.
+            return measure(side, shippers, cert if tls and side != "orig" else "", args)
+
+        got = C.interleave(sides, args.rounds, one, name)
+        for side in sides:
+            runs[side][name] = got[side]
+            plain_only = side == "orig" and tls
+            rates[side][name] = None if plain_only else round(statistics.median(got[side]), 1)
+            C.log(f"{side} {name}: {got[side]}")
+        if "ours" in got and "orig" in got:
+            ratio[name] = C.paired(got["ours"], got["orig"])
+    run.finish({"unit": "checkpoints acknowledged per second",
+                "count_per_shipper": args.count, "state_bytes": args.size,
+                "rounds": args.rounds, "rates": rates, "runs": runs,
+                "ratio_ours_over_orig": ratio,
+                "ratio_note": "TLS cases: ours with TLS against the original without it, "
+                              "run plain in the same windows (it has no TLS)",
+                "durability": {
+                    "ours": "server: SQLite WAL synchronous=FULL commit before each ack (one "
+                            "fsync per batch); shipper: buffer fsynced before sending",
+                    "orig": "server: log line appended without fsync; shipper: local log "
+                            "appended without fsync"}})
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Benchmark `dhp validate` on a large log: lines per second and the child's peak memory.
 
-    python bench/validate_bench.py [--lines 1000000] [--keep DIR]
+    python bench/validate_bench.py [--lines 1000000] [--keep DIR] [--quick]
 
 Writes a valid log of `--lines` lines (1 header + checkpoints) into a temporary folder, runs
 `python -m dhp.cli.main validate` on it in a subprocess, and prints one JSON line:
@@ -23,6 +23,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import _common as C
 
 
 def _canon(obj) -> bytes:
@@ -51,12 +53,13 @@ def write_log(path: Path, lines: int) -> None:
             f.write(_canon({"type": "checkpoint", "record": body}) + b"\n")
 
 
-def main(argv: list[str] | None = None) -> int:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=1_000_000)
     parser.add_argument("--keep", metavar="DIR", help="write the log here and keep it")
-    args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
+    args = C.parse(parser, {"lines": 20_000})
+    run = C.Run("validate", args)
+    with tempfile.TemporaryDirectory(dir=C.scratch("validate")) as tmp:
         folder = Path(args.keep or tmp)
         folder.mkdir(parents=True, exist_ok=True)
         log = folder / f"bench-{args.lines}.jsonl"
@@ -70,10 +73,10 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # the validator only
     # cpu_seconds tells a slow machine from a busy one (wall time includes waiting for a CPU)
-    print(json.dumps({"bench": "validate", "lines": args.lines, "seconds": round(seconds, 3),
-                      "lines_per_s": round(args.lines / seconds),
-                      "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),  # KiB on Linux
-                      "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3)}))
+    run.finish({"lines": args.lines, "seconds": round(seconds, 3),
+                "lines_per_s": round(args.lines / seconds),
+                "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),  # KiB on Linux
+                "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3)})
     return 0
 
 

@@ -11,7 +11,7 @@ original dhp-protocol 1.3.0 has no worker runtime, no waiting claim and no claim
   kill -9 of the worker holding it, at a random moment, to the first checkpoint of the
   sibling that took it over; no supervisor runs. `rework` counts checkpoints written twice.
 
-    python bench/worker_pool.py [--idle-seconds 60] [--reps 10]
+    python bench/worker_pool.py [--idle-seconds 60] [--reps 10] [--quick]
 
 Prints one line of JSON.
 """
@@ -30,8 +30,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as C  # noqa: E402
 import dhp  # noqa: E402
-from _common import emit, log, scratch, summary  # noqa: E402
+from _common import log, scratch, summary  # noqa: E402
 
 KIND = "bench.count"
 SCHEMA = {"type": "object"}
@@ -137,7 +138,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--idle-seconds", type=float, default=60.0)
     parser.add_argument("--reps", type=int, default=10)
-    args = parser.parse_args()
+    args = C.parse(parser, {"idle_seconds": 12.0, "reps": 2})
+    run = C.Run("worker_pool", args)
     log(f"idle waiter, {args.idle_seconds:.0f}s on an idle store")
     idle = idle_reads(Path(scratch("idle")), args.idle_seconds, busy=False)
     log(f"idle waiter, {args.idle_seconds:.0f}s beside a busy handoff")
@@ -146,7 +148,7 @@ def main() -> None:
     wakes = wake_latency(Path(scratch("wake")), args.reps * 2)
     log("pool failover")
     failovers, rework = pool_failover(Path(scratch("pool")), args.reps)
-    emit({"benchmark": "worker_pool", "idle_reads_per_minute": {"idle": round(idle, 1),
+    run.finish({"idle_seconds": args.idle_seconds, "idle_reads_per_minute": {"idle": round(idle, 1),
                                                                 "other_busy": round(busy, 1)},
           "wake_latency_s": {**summary(wakes), "runs": [round(v, 4) for v in wakes]},
           "pool_failover_s": {**summary(failovers), "runs": [round(v, 4) for v in failovers]},

@@ -40,7 +40,8 @@ class PostgresSchemas:
                             (f"{self.prefix}_scratch.handoffs",)).fetchone()[0]:
                 conn.execute(f"TRUNCATE {self.prefix}_scratch.handoffs, "
                              f"{self.prefix}_scratch.checkpoints, "
-                             f"{self.prefix}_scratch.supervisor_leadership")
+                             f"{self.prefix}_scratch.supervisor_leadership, "
+                             f"{self.prefix}_scratch.lease_journal")
         return location
 
     def url_for(self, schema: str) -> str:

@@ -120,6 +120,7 @@ def test_takeover_keeps_one_task_id_to_a_valid_artifact(bridge):
                               stdout=subprocess.PIPE, text=True)
     task_id = read_line(client, r"^task \S+ sent").split()[1]
     stream = Streamer(url, task_id)
+    stream.subscribed()  # else a slow subscription could miss worker A's whole attempt
     a = worker(store, "worker-a")
     read_line(a, "checkpoint page 3")
     os.kill(a.pid, signal.SIGKILL)
@@ -161,6 +162,7 @@ class Streamer:
     def __init__(self, url: str, task_id: str):
         self.events: list = []
         self.error: BaseException | None = None
+        self.first = threading.Event()
         self.thread = threading.Thread(target=asyncio.run, args=(self._run(url, task_id),),
                                        daemon=True)
         self.thread.start()
@@ -171,8 +173,15 @@ class Streamer:
             async with client:
                 async for event in client.subscribe(SubscribeToTaskRequest(id=task_id)):
                     self.events.append(event)
+                    self.first.set()
         except BaseException as e:  # reported by result()
             self.error = e
+        self.first.set()
+
+    def subscribed(self, timeout: float = 60) -> None:
+        """Wait for the stream's first event, so that what happens next is streamed."""
+        assert self.first.wait(timeout), "the stream sent nothing"
+        assert self.error is None, repr(self.error)
 
     def result(self, timeout: float = 60) -> list:
         self.thread.join(timeout)

@@ -103,11 +103,20 @@ def test_dashboard_live_takeover_and_dlq_requeue(dashboard, tmp_path):
             "id => document.querySelector(`tr[data-id='${id}']`).innerText.includes('standby')",
             arg=live, timeout=30_000)
         assert "\t2\t" in row.inner_text()  # fence 2
+        assert re.fullmatch(r"\d+ s", row.locator("td.age").inner_text())  # since dispatch
         if shots:
             page.screenshot(path=f"{shots}/dashboard-list.png", full_page=True)
 
         dead = page.locator(f'tr[data-id="{parked}"]')
         dead.locator("text=dead_lettered").wait_for(timeout=30_000)
+        page.select_option("#state", "dead_lettered")  # the filters
+        row.wait_for(state="detached", timeout=30_000)
+        assert dead.is_visible()
+        page.select_option("#state", "")
+        page.fill("#kind", "no.such.kind")
+        page.locator("#empty").wait_for(timeout=30_000)
+        page.fill("#kind", "pages.fetch")
+        row.wait_for(timeout=30_000)
         dead.locator("button", has_text="requeue").click()
         page.locator("#message", has_text="token").wait_for(timeout=30_000)
         assert dhp.status(store, parked)["state"] == "dead_lettered"  # refused without it
@@ -123,8 +132,11 @@ def test_dashboard_live_takeover_and_dlq_requeue(dashboard, tmp_path):
         page.goto(f"{url}#/h/{live}")
         page.locator("#d-chain", has_text="verified").wait_for(timeout=30_000)
         timeline = page.locator("#d-timeline").inner_text()
-        assert "taken fence 1" in timeline and "taken fence 2" in timeline
-        assert "completed" in timeline
+        # every take from the lease journal, with its fence and worker
+        assert re.search(r"claim fence 1 by worker-1 — checkpoints 1–\d+", timeline), timeline
+        assert re.search(r"recover fence 2 by standby — checkpoints \d+–\d+; [\d.]+ s after "
+                         r"the owner was lost \(owner process dead\)", timeline), timeline
+        assert timeline.rstrip().endswith("completed")
         assert '"pages": 60' in page.locator("#d-result").inner_text()
         if shots:
             page.screenshot(path=f"{shots}/dashboard-handoff.png", full_page=True)
@@ -132,6 +144,9 @@ def test_dashboard_live_takeover_and_dlq_requeue(dashboard, tmp_path):
             page.goto(url)
             page.locator(f'tr[data-id="{live}"]').wait_for(timeout=30_000)
             page.screenshot(path=f"{shots}/dashboard-phone.png", full_page=True)
+        page.goto(f"{url}#/h/{parked}")  # a take that made no checkpoint is there too
+        page.locator("#d-timeline", has_text="claim fence 1 by w0 — no checkpoint").wait_for(
+            timeout=30_000)
 
 
 def test_mutations_need_the_token_and_read_only_refuses(dashboard, tmp_path):

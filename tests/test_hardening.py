@@ -18,6 +18,7 @@ from dhp import api
 from dhp.cli.main import main as dhp_main
 from dhp.cli.transport import main as transport_main
 from dhp.core import chain, limits, operations
+from dhp.core.envelope import envelope_and_text
 from dhp.core.errors import (
     Conflict,
     IntegrityError,
@@ -64,6 +65,44 @@ def test_over_limit_values_are_refused_before_anything_is_stored(tmp_path):
         ctx.checkpoint({"ok": 1})
         ctx.complete({"ok": 1})
     store.close()
+
+
+def _nested(depth: int) -> dict:
+    value: dict = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.covers("DHP-LIM-003", "DHP-LIM-004")
+@pytest.mark.parametrize("inputs", [
+    {"s": "x" * 40}, {"s": "x" * 80}, {"s": "é" * 30}, {"s": "é" * 300}, _nested(4),
+    _nested(5), _nested(6), {"a": [[1], [2], [3]]}, {"a": [[[[[[1]]]]]]}, {"a": "{[{[{[x"}])
+def test_the_limits_check_from_the_envelope_text_judges_as_the_full_one(inputs):
+    """Dispatch checks limits from the envelope's canonical text when it can (short, ASCII,
+    few brackets); every verdict must equal the one from encoding each member again, at limits
+    on both sides of each threshold."""
+    intent = {"dhp": "1.0", "task_kind": KIND, "inputs": inputs, "output_schema": {},
+              "budget": {}}
+    _, text = envelope_and_text(intent)
+    size = len(chain.canonical_parsed(inputs))
+    brackets = text.count("{") + text.count("[")
+    taken = 0
+    for max_bytes in (size - 1, size, len(text) - 1, len(text)):
+        for depth in (1, 4, 5, 6, brackets - 1, brackets):
+            bounds = dhp.Limits(max_inputs_bytes=max_bytes, max_schema_bytes=len(text),
+                                max_depth=depth)
+
+            def verdict(*args, bounds=bounds):
+                try:
+                    bounds.check_intent(intent, *args)
+                except InvalidInput as exc:
+                    return exc.requirement, exc.message
+                return None
+
+            assert verdict(text) == verdict(), (max_bytes, depth)
+            taken += text.isascii() and len(text) <= max_bytes and brackets <= depth
+    assert bool(taken) == text.isascii()  # the short cut was taken where it applies
 
 
 @pytest.mark.covers("DHP-LIM-001")

@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -123,3 +124,79 @@ def test_metrics_once_prints_prometheus_text(tmp_path):
                            str(tmp_path / "store")], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert re.search(r'^dhp_handoffs\{dhp_state="pending"[^}]*\} 1\.0$', proc.stdout, re.M)
+
+
+def killed_owner(store: dhp.StoreBackend, hid: str, ttl: float) -> None:
+    """A worker process claims `hid` with lease `ttl`, heartbeating, and is SIGKILLed."""
+    worker = Path(__file__).resolve().parent / "chaos_worker.py"
+    proc = subprocess.Popen([sys.executable, str(worker), "hold", store.location, hid,
+                             str(ttl)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().split()[0] == "claimed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+
+
+def test_takeover_delay_after_real_sigkills_through_the_sdk_and_prometheus(tmp_path):
+    """Owner A is SIGKILLed and orphaned by the supervisor (lost: owner_dead, at the orphan);
+    owner B is SIGKILLed and nobody looks until its lease expires (lost: lease_expired, at
+    the expiry). Then a standby takes both: the histogram holds one delay of each kind, at
+    least as long as the test waited after each loss."""
+    from dhp.supervisor import Supervisor
+
+    store = dhp.Store(tmp_path / "store", ttl=1.0)
+    a = dhp.dispatch(store, "takeover", {"n": "a"}, {"type": "object"})
+    b = dhp.dispatch(store, "takeover", {"n": "b"}, {"type": "object"})
+    killed_owner(store, a, 30)
+    Supervisor(store, "sup", out=lambda line: None).run_pass()
+    killed_owner(store, b, 1.0)
+    time.sleep(1.3)
+    out = story("takeover", str(tmp_path / "store"), "takeover", "2")
+    points = {p["attributes"]["dhp.lost"]: p for p in out["points"]}
+    assert set(points) == {"owner_dead", "lease_expired"}
+    assert points["owner_dead"]["count"] == points["lease_expired"]["count"] == 1
+    assert points["owner_dead"]["sum"] >= 1.3  # orphaned before B's claim and the wait
+    assert points["lease_expired"]["sum"] >= 0.3 - 0.01  # B's lease ran out 1 s after it
+    spans = {s["attributes"]["dhp.handoff_id"]: s["attributes"] for s in out["spans"]}
+    assert spans[a]["dhp.lost"] == "owner_dead" and spans[b]["dhp.lost"] == "lease_expired"
+    assert spans[a]["dhp.takeover.delay_s"] == points["owner_dead"]["sum"]
+
+    pytest.importorskip("prometheus_client", reason="the endpoint needs the `otel` extra")
+    proc = subprocess.run([sys.executable, "-m", "dhp.cli.main", "metrics", "--store",
+                           str(tmp_path / "store")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    for lost in ("owner_dead", "lease_expired"):
+        assert re.search(rf'^dhp_takeover_delay_seconds_count\{{dhp_lost="{lost}"[^}}]*\}} '
+                         r"1\.0$", proc.stdout, re.M), proc.stdout
+    total = re.search(r'^dhp_takeover_delay_seconds_sum\{dhp_lost="owner_dead"[^}]*\} (\S+)$',
+                      proc.stdout, re.M)
+    assert float(total.group(1)) == pytest.approx(points["owner_dead"]["sum"])
+
+
+def test_transport_ship_and_ingest_spans_join_the_handoffs_trace(tmp_path):
+    out = story("transport", str(tmp_path))
+    hid, trace_id = out["hid"], out["hid"][7:39]
+    spans = out["spans"]
+    assert {s["trace_id"] for s in spans} == {trace_id}
+    assert all(s["attributes"]["dhp.handoff_id"] == hid for s in spans)
+    ship = [s for s in spans if s["name"] == "dhp.transport.ship"]
+    ingest = [s for s in spans if s["name"] == "dhp.transport.ingest"
+              and "dhp.peer" in s["attributes"]]
+    imported = [s for s in spans if s["name"] == "dhp.transport.ingest"
+                and "dhp.source" in s["attributes"]]
+    for side in (ship, ingest):
+        # every frame once: the envelope (with the chain at the claim), checkpoints 1 and
+        # 2, the forged one, the result
+        assert sum(s["attributes"]["dhp.frames"] for s in side) == 5
+        assert {s["attributes"]["dhp.fence"] for s in side if "dhp.fence" in s["attributes"]} \
+            == {1}
+        seqs = {n for s in side if "dhp.seq" in s["attributes"]
+                for n in range(s["attributes"]["dhp.seq.first"], s["attributes"]["dhp.seq"] + 1)}
+        assert seqs == {1, 2, 3}
+        (refused,) = [s for s in side if s["status"] == "ERROR"]
+        assert refused["attributes"]["dhp.rejected"] == 1
+        assert refused["attributes"]["dhp.error.code"] == "integrity_error"
+    assert {s["attributes"]["dhp.peer"] for s in ship} == {out["peer"]}
+    assert all(re.fullmatch(r"127\.0\.0\.1:\d+", s["attributes"]["dhp.peer"]) for s in ingest)
+    (log,) = imported
+    assert log["attributes"]["dhp.source"].endswith("h.jsonl")
+    assert log["attributes"]["dhp.frames"] == 4 and log["status"] != "ERROR"  # 1 + 2 + result

@@ -36,27 +36,58 @@ def _db(path) -> sqlite3.Connection:
     return sqlite3.connect(path / sqlite_store.DB_FILE)
 
 
-def test_created_on_first_use_with_wal_and_full_sync(tmp_path):
+def test_created_on_first_use_in_wal_mode(tmp_path):
     store = dhp.Store(tmp_path / "new" / "store")
     assert (tmp_path / "new" / "store" / sqlite_store.DB_FILE).is_file()
     assert store.schema_version() == sqlite_store.SCHEMA_VERSION == len(sqlite_store.MIGRATIONS)
     with store.transaction(write=False) as tx:
         assert tx.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert tx.conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        # NORMAL: the fsync of the WAL a commit needs is the store's own (test_store_sync.py)
+        assert tx.conn.execute("PRAGMA synchronous").fetchone()[0] == 1
     store.close()
     again = dhp.Store(tmp_path / "new" / "store")  # reopening migrates nothing twice
     assert again.schema_version() == sqlite_store.SCHEMA_VERSION
     again.close()
 
 
-def test_heartbeat_commits_cheaply_then_restores_full_sync(tmp_path):
+def test_writes_run_no_pragma_and_rewrite_only_changed_columns(tmp_path):
     store = dhp.Store(tmp_path)
     hid = dhp.dispatch(store, "k", {}, SCHEMA)
-    ctx = dhp.claim(store, hid, "w")
+    ctx = dhp.claim(store, hid, "w", heartbeat_interval=0)
+    seen: list[str] = []
+    store._connection().set_trace_callback(seen.append)
     ctx.heartbeat()
-    with store.transaction(write=False) as tx:
-        assert tx.conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+    ctx.checkpoint({"i": 1})
+    store._connection().set_trace_callback(None)
+    assert not [s for s in seen if s.startswith("PRAGMA")]
+    updates = [s.split(" WHERE ")[0] for s in seen if s.startswith("UPDATE")]
+    assert [[part.split(" = ")[0] for part in u.removeprefix("UPDATE handoffs SET ").split(", ")]
+            for u in updates] == [["lease_expires_at", "updated_at"],
+                                  ["lease_expires_at", "steps", "last_progress_at",
+                                   "updated_at"]]
     ctx.release()
+    row = dhp.status(store, hid)
+    assert (row["state"], row["steps"], row["checkpoints"]["count"]) == ("released", 1, 1)
+
+
+def test_a_column_equal_in_value_but_not_in_type_is_rewritten(tmp_path):
+    """put_record skips unchanged columns; 0 and 0.0 compare equal but read back differently,
+    so a change of type alone is written too, and a result waiting for the row's UPDATE is
+    seen by a read in the same transaction."""
+    store = dhp.Store(tmp_path)
+    hid = dhp.dispatch(store, "k", {}, SCHEMA)
+    with store.transaction() as tx:
+        record = tx.get(hid)["record"]
+        assert type(record["spend"]) is int
+        tx.put_record(hid, dict(record, spend=0.0), None)
+        tx.put_result(hid, {"placeholder": True})
+        assert tx.get(hid)["result"] == {"placeholder": True}
+        tx.put_record(hid, dict(record, spend=0.0, steps=2), None)
+    with store.transaction(write=False) as tx:
+        row = tx.get(hid)
+    assert type(row["record"]["spend"]) is float and row["record"]["steps"] == 2
+    assert row["result"] == {"placeholder": True}
+    store.close()
 
 
 @pytest.mark.covers("DHP-LSE-013", "DHP-LSE-014")
@@ -77,6 +108,30 @@ def test_migrations_apply_in_order(tmp_path, monkeypatch):
     with store.transaction(write=False) as tx:
         columns = [r[1] for r in tx.conn.execute("PRAGMA table_info(handoffs)")]
     assert "note" in columns
+    store.close()
+
+
+def test_a_store_of_schema_4_upgrades_to_the_partial_lease_index(tmp_path, monkeypatch):
+    """Migration 5: a claimed handoff of a store written at version 4 keeps being found by
+    the lease scan, and a dispatch no longer puts its row in the lease index."""
+    monkeypatch.setattr(sqlite_store, "MIGRATIONS", sqlite_store.MIGRATIONS[:4])
+    old = dhp.Store(tmp_path)
+    hid = dhp.dispatch(old, "k", {}, SCHEMA)
+    operations.take(old, hid, "claim", "w", 0.01)
+    old.close()
+    monkeypatch.undo()
+    store = dhp.Store(tmp_path)
+    assert store.schema_version() == 5
+    dhp.dispatch(store, "k", {"second": True}, SCHEMA)
+    time.sleep(0.02)
+    with store.transaction(write=False) as tx:
+        assert [r["handoff_id"] for r in tx.select(expired_before=store.now())] == [hid]
+        indexed = tx.conn.execute("SELECT count(*) FROM handoffs INDEXED BY handoffs_by_lease "
+                                  "WHERE lease_expires_at IS NOT NULL").fetchone()[0]
+    assert indexed == 1  # the claimed row, not the pending one
+    ctx = dhp.claim_next(store, ["k"], "w2", heartbeat_interval=0)
+    assert ctx.handoff_id == hid  # the expired claim, the oldest takeable
+    ctx.release()
     store.close()
 
 

@@ -292,7 +292,7 @@ def test_acknowledged_means_flushed_and_every_wait_is_bounded(url):
         timeouts = [tx.conn.execute(f"SHOW {name}").fetchone()[0] for name in
                     ("statement_timeout", "idle_in_transaction_session_timeout",
                      "tcp_keepalives_idle")]
-    assert timeouts == ["30s", "10s", "5"]
+    assert timeouts == ["30s", "1s", "5"]
     store.close()
 
 

@@ -61,7 +61,9 @@ class TaskContext:
     """A claimed handoff. Attributes: handoff_id, worker_id, fence, attempt (the take's number
     since dispatch or requeue), envelope, intent, inputs, last_checkpoint (the state of the
     last checkpoint, or None), ttl, heartbeat_interval, ship_to (a shipper that receives
-    every durable checkpoint and the result, or None)."""
+    every durable checkpoint and the result, or None), lease_event (this take's entry in the
+    lease journal: `lost_s` and `how` say how long ago and how the previous owner was lost,
+    dhp.core.journal)."""
 
     def __init__(self, store: StoreBackend, row: dict, worker_id: str, ttl: float,
                  heartbeat_interval: float, ship_to: Any = None):
@@ -77,6 +79,7 @@ class TaskContext:
         last = row.get("last_checkpoint")
         self.last_checkpoint: Any = last["state"] if last else None
         self.last_seq: int = last["seq"] if last else 0
+        self.lease_event: dict | None = row.get("lease_event")
         self.ttl = ttl
         self.heartbeat_interval = heartbeat_interval
         self._lost: DHPError | None = None

@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from dhp.core import machine
+from dhp.core import journal, machine
 from dhp.core.backend import StoreBackend
 from dhp.core.clock import rfc3339
 from dhp.core.errors import DHPError, InvalidInput
@@ -244,6 +244,8 @@ class Supervisor:
                 record = parked.record
                 made.append(("dead_letter", hid, record["dlq_reason"], record["fence"]))
         tx.put_record(hid, record, None)
+        if action == "orphan":
+            journal.orphaned(tx, hid, row["record"], now)  # dead owner unless expired/stalled
         return made
 
     # scans and judges

@@ -5,6 +5,11 @@ OpenTelemetry providers are process-wide). Prints one JSON document on stdout.
     otel_story.py finish STORE HID SPANS        recover, checkpoint, complete; print the spans
     otel_story.py caller STORE                  claim inside a span of the caller's own
     otel_story.py metrics STORE                 operations, then the metrics read back
+    otel_story.py transport DIR                 ship a handoff over TCP to a peer in this
+                                                process (one frame tampered), import its log;
+                                                the transport spans
+    otel_story.py takeover STORE KIND N         claim_next N times; the take spans and the
+                                                takeover-delay histogram read back
     otel_story.py bare                          with opentelemetry made unimportable
 """
 
@@ -126,6 +131,49 @@ def main(argv):
                         key = metric.name + json.dumps(dict(point.attributes), sort_keys=True)
                         found[key] = getattr(point, "value", getattr(point, "count", None))
         print(json.dumps(found))
+    if story == "transport":
+        memory = tracer_to()
+        base = argv[1]
+        store = dhp.Store(f"{base}/worker")
+        hid = dhp.dispatch(store, "shipped", {}, {"type": "object"})
+        from dhp.transport.server import generate_secret
+        secret = generate_secret()
+        with dhp.TransportServer(f"{base}/peer", port=0, secret=secret).start() as server, \
+                dhp.NetShipper("127.0.0.1", server.port, local_logpath=f"{base}/buffer.jsonl",
+                               secret=secret) as shipper:
+            with dhp.claim(store, hid, "w", ship_to=shipper) as ctx:
+                ctx.checkpoint({"n": 1})
+                ctx.checkpoint({"n": 2})
+                forged = dict(dhp.checkpoints(store, hid)[-1], seq=3)  # its hash is wrong
+                shipper.ship_checkpoint(ctx.envelope, forged)
+                assert shipper.flush(30)
+                ctx.complete({"n": 2})
+            assert shipper.flush(30)
+            peer = f"127.0.0.1:{server.port}"
+        dhp.export_log(store, hid, f"{base}/h.jsonl")
+        dhp.import_log(dhp.Store(f"{base}/imported"), f"{base}/h.jsonl")
+        print(json.dumps({"hid": hid, "peer": peer, "spans": [
+            summary(s) for s in memory.get_finished_spans()
+            if s.name.startswith("dhp.transport.")]}))
+    if story == "takeover":
+        from dhp.observe import metrics as dhp_metrics
+        from opentelemetry import metrics
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
+        memory = tracer_to()
+        reader = InMemoryMetricReader()
+        metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+        store = dhp.Store(argv[1])
+        dhp_metrics.observe_store(store, max_age_s=0)
+        for n in range(int(argv[3])):
+            dhp.claim_next(store, argv[2], f"standby-{n}", heartbeat_interval=0)
+        points = [{"attributes": dict(p.attributes), "count": p.count, "sum": p.sum}
+                  for rm in reader.get_metrics_data().resource_metrics
+                  for sm in rm.scope_metrics for m in sm.metrics
+                  if m.name == "dhp.takeover.delay" for p in m.data.data_points
+                  if isinstance(p, HistogramDataPoint)]
+        print(json.dumps({"points": points, "spans": [
+            summary(s) for s in memory.get_finished_spans() if s.name == "dhp.claim_next"]}))
 
 
 if __name__ == "__main__":

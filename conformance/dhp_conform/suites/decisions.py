@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from typing import Any
 
 import dhp_data
@@ -75,6 +76,23 @@ class Bench:
 
     def kill(self, proc: Proc) -> None:
         self.sc.kill(proc)
+
+    def take_from_dead(self, proc: Proc, name: str, args: dict) -> Reply:
+        """A take that a vector says finds its owner dead, which the kit has just SIGKILLed. A
+        store may learn of a death a moment later (a server store sees the dead client's
+        session end), and DHP-ADP-014 gives it until the adapter's declared
+        `recovery_bound_s`: retry a take that found nothing (a refusal changes nothing,
+        DHP-STM-003) until then, about every 20 ms. With no bound declared, one try."""
+        bound = (self.ctx.run.harness.hello or {}).get("recovery_bound_s")
+        reply = proc.call(name, args)
+        if not isinstance(bound, (int, float)) or isinstance(bound, bool):
+            return reply
+        deadline = time.monotonic() + bound
+        while time.monotonic() < deadline and (reply.code == "conflict" or (
+                name == "claim_next" and reply.ok and reply.data is None)):
+            time.sleep(0.02)
+            reply = proc.call(name, args)
+        return reply
 
     def status(self, hid: str, t: float) -> Reply:
         self.at(self.main, t)
@@ -149,11 +167,12 @@ def _trace(bench: Bench, vector: dict) -> None:
         if name == "dispatch":
             delay = {"delay_s": step["delay_s"]} if "delay_s" in step else {}
             reply = proc.call("dispatch", {**intent, **delay})
-        elif name == "claim_next":
-            reply = proc.call(name, {"task_kinds": [intent["task_kind"]],
-                                     "worker": step["worker"], "ttl": ttl})
         elif name in TAKES:
-            reply = proc.call(name, {"handoff_id": hid, "worker": step["worker"], "ttl": ttl})
+            args = {"task_kinds": [intent["task_kind"]]} if name == "claim_next" \
+                else {"handoff_id": hid}
+            args.update(worker=step["worker"], ttl=ttl)
+            dead = step.get("owner_dead") and "error" not in step["expect"]
+            reply = bench.take_from_dead(proc, name, args) if dead else proc.call(name, args)
         elif name in WRITES:
             reply = proc.call(name, _write_args(hid, name, step, ttl))
         else:
@@ -327,8 +346,10 @@ def _decision(bench: Bench, vector: dict) -> None:
     bench.at(bench.main, now)
     name = op["name"]
     if name in TAKES:
-        reply = bench.main.call(name, {"handoff_id": hid, "worker": op["worker"],
-                                       "ttl": op["ttl"]})
+        args = {"handoff_id": hid, "worker": op["worker"], "ttl": op["ttl"]}
+        dead = op.get("owner_dead") and expected["outcome"] == "accept"
+        reply = bench.take_from_dead(bench.main, name, args) if dead \
+            else bench.main.call(name, args)
     elif name in WRITES:
         reply = bench.main.call(name, _write_args(hid, name, op, op.get("ttl")))
     else:

@@ -464,22 +464,34 @@ def _export(args: argparse.Namespace) -> int:
 def _import_args(p: argparse.ArgumentParser) -> None:
     _common(p)
     _parents(p)
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress on stderr (warnings are still printed)")
     p.add_argument("path", metavar="FILE", help="a JSON-lines log written by `dhp export`")
 
 
 def _import(args: argparse.Namespace) -> int:
-    from dhp import api
-    from dhp.core.logfile import read_log
+    from dhp.cli.progress import Progress
+    from dhp.transport.file import ingest_items, log_items
 
     if not Path(args.path).is_file():
         raise InvalidInput(f"FILE: no such file: {args.path}")
     # The whole log is verified before a store is opened (or created), and what a reader
-    # drops (a torn last line, DHP-LOG-005) is said, not swallowed.
-    warnings = [obj for _line, kind, obj in read_log(args.path) if kind == "warning"]
+    # drops (a torn last line, DHP-LOG-005) is said, not swallowed. A large log takes a
+    # while twice (reading, then storing in one transaction): both show progress.
+    progress = Progress("dhp import", quiet=args.quiet)
+    with open(args.path, "rb") as f:
+        try:
+            items, warnings = log_items(progress.reading(f, os.fstat(f.fileno()).st_size,
+                                                         "verifying"))
+        finally:
+            progress.close()
     for w in warnings:
         print(f"dhp import: warning: {args.path}:{w['line']}: {w['requirement']}: "
               f"{w['message']}", file=sys.stderr)
-    hid = api.import_log(args.open_store(), args.path)
+    store = args.open_store()
+    with progress.ticking(f"storing {len(items)} records"):
+        hid = ingest_items(store, items, warnings, source=args.path)["handoff_id"]
+    store.announce_work()  # as api.import_log: an orphaned handoff may wait for a worker
     emit(args, {"handoff_id": hid, "warnings": warnings}, hid)
     return 0
 

@@ -400,8 +400,8 @@ def _one_host(args: argparse.Namespace, work: Path, out: Path | None, tell: Any)
                 seen = api.status(store, hid)["checkpoints"]["last_seq"] or 0
                 if seen < args.kill_at:
                     time.sleep(0.001)
+            t_kill = store_clock()  # read before the kill: the standby may recover first
             os.kill(worker.pid, signal.SIGKILL)
-            t_kill = store_clock()
             fetched_at_kill = server.total()
             worker.wait()
             tell(f"  t={t_kill - t0:7.3f}s  checkpoint {seen} acknowledged -> SIGKILL worker "
@@ -486,8 +486,8 @@ def _two_hosts(args: argparse.Namespace, work: Path, out: Path | None, tell: Any
                  f"{claimed['fence']}); each checkpoint is shipped to host B as it is made")
             while held is None and a.poll() is None:
                 held = b_events.wait_for("held", 0.05, handoff=hid, seq=args.kill_at)
+            t_kill = store_clock()  # read before the kill: B may take over first
             _kill(a)  # SIGKILL: no goodbye, no flush
-            t_kill = store_clock()
             fetched_at_kill = server.total()
             if held is None:
                 problems.append(f"host A's worker ended before host B held checkpoint "

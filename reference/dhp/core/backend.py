@@ -125,6 +125,26 @@ class Tx(ABC):
         return sorted(r["handoff_id"] for r in self.select()
                       if r["handoff_id"].startswith(prefix))[:limit]
 
+    # The lease journal (dhp.core.journal): written in the transaction of each take and
+    # orphan, read by the dashboard's timeline and the takeover-delay metric.
+
+    @abstractmethod
+    def add_lease_event(self, entry: dict) -> None:
+        """Append `entry` (journal.entry) to its handoff's journal, and drop that handoff's
+        oldest entries beyond journal.CAP."""
+
+    @abstractmethod
+    def lease_events(self, handoff_id: str, *, last: int | None = None) -> list[dict]:
+        """The handoff's journal entries (only its `last` ones when given), oldest first,
+        each with its `id`."""
+
+    @abstractmethod
+    def lease_events_after(self, after: int, limit: int) -> list[dict]:
+        """Up to `limit` journal entries of any handoff whose `id` is above `after`, in id
+        order. Ids only grow, so a reader that keeps the highest id it saw follows the
+        journal (on a store whose writers do not commit in id order, a reader should look a
+        little behind it)."""
+
     @abstractmethod
     def owner_incarnations(self) -> list[str]:
         """The distinct liveness tokens of the owners of claimed handoffs."""

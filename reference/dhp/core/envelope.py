@@ -11,6 +11,7 @@ then the id.
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import re
 from typing import Any
 
@@ -59,9 +60,12 @@ def envelope_and_text(intent: dict, created_at: str | _dt.datetime | None = None
         check_envelope(envelope)  # text from the caller: the schema judges it
     # Otherwise the envelope is valid by construction from a checked intent (the tests hold
     # such envelopes to schemas/envelope.json); checking it again would double dispatch.
-    # Members in JCS order (created_at < dhp < handoff_id < intent), the intent as hashed.
-    head = canonical_json({k: v for k, v in envelope.items() if k != "intent"}).decode()
-    return envelope, f'{head[:-1]},"intent":{text.decode()}}}'
+    # Members in JCS order (created_at < dhp < handoff_id < intent), the intent as hashed;
+    # a checked created_at is a string, which JCS writes as json.dumps does.
+    head = f'{{"created_at":{json.dumps(envelope["created_at"], ensure_ascii=False)},' \
+        if "created_at" in envelope else "{"
+    return envelope, (f'{head}"dhp":"{PROTOCOL_VERSION}","handoff_id":'
+                      f'"{envelope["handoff_id"]}","intent":{text.decode()}}}')
 
 
 def check_intent(intent: Any) -> None:

@@ -66,8 +66,15 @@ class Limits:
                       min(self.max_state_bytes, cap), min(self.max_result_bytes, cap),
                       self.max_depth)
 
-    def check_intent(self, intent: dict) -> None:
-        """The intent's inputs and output schema within their limits (DHP-LIM-003)."""
+    def check_intent(self, intent: dict, text: str | None = None) -> None:
+        """The intent's inputs and output schema within their limits (DHP-LIM-003). `text`,
+        when given, is canonical JSON text that holds the intent (its envelope's): when it is
+        ASCII (a byte a character), short and has few brackets, each member's text is
+        shorter and nests less deeply, so nothing is encoded again."""
+        if text is not None and text.isascii() \
+                and len(text) <= min(self.max_inputs_bytes, self.max_schema_bytes) \
+                and text.count("{") + text.count("[") <= self.max_depth:
+            return
         self.encode("inputs", intent["inputs"], self.max_inputs_bytes)
         self.encode("output_schema", intent["output_schema"], self.max_schema_bytes)
 

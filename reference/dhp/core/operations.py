@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from dhp.core import chain, limits, machine, results
+from dhp.core import chain, journal, limits, machine, results
 from dhp.core.backend import StoreBackend
 from dhp.core.envelope import check_envelope, envelope_and_text
 from dhp.core.errors import (
@@ -117,7 +117,7 @@ def dispatch_many(backend: StoreBackend, intents: list[dict], *,
     rows = []
     for intent in intents:
         envelope, text = envelope_and_text(intent, created_at=now)
-        backend.limits.check_intent(intent)  # DHP-LIM-003, before anything is stored
+        backend.limits.check_intent(intent, text)  # DHP-LIM-003, before anything is stored
         rows.append((envelope["handoff_id"], envelope,
                      machine.new_record(intent["budget"], progress_timeout_s, not_before),
                      envelope["created_at"], text))
@@ -147,8 +147,10 @@ def take(backend: StoreBackend, hid: str, name: str, worker: str, ttl: float) ->
         if outcome.changed:
             tx.put_record(hid, outcome.record, token if outcome.accepted else None)
         if outcome.accepted:
+            event = journal.taken(tx, hid, row["record"], outcome.record, name, worker, now,
+                                  owner_dead=op.get("owner_dead", False))
             row = dict(row, record=outcome.record, owner_incarnation=token,
-                       last_checkpoint=last)
+                       last_checkpoint=last, lease_event=event)
     _raise(outcome, hid)
     return row
 
@@ -213,8 +215,11 @@ def _take_next_once(backend: StoreBackend, kinds: tuple[str, ...], worker: str,
             tx.put_record(row["handoff_id"], outcome.record,
                           token if outcome.accepted else None)
             if outcome.accepted:
+                event = journal.taken(tx, row["handoff_id"], row["record"], outcome.record,
+                                      "claim_next", worker, now,
+                                      owner_dead=op.get("owner_dead", False))
                 return dict(row, record=outcome.record, owner_incarnation=token,
-                            last_checkpoint=last), None
+                            last_checkpoint=last, lease_event=event), None
 
 
 def verified_for_resume(tx: Any, row: dict) -> dict | None:
@@ -359,6 +364,9 @@ def simple(backend: StoreBackend, hid: str, name: str, **extra: Any) -> bool:
         outcome = machine.decide(row["record"] if row else None, op, now)
         if outcome.changed:
             tx.put_record(hid, outcome.record, None)
+            if name == "orphan" and outcome.accepted:
+                journal.orphaned(tx, hid, row["record"], now,
+                                 owner_dead=op.get("owner_dead", False))
     if outcome.accepted and outcome.changed and name in ("orphan", "requeue"):
         backend.announce_work()
     _raise(outcome, hid)
@@ -416,10 +424,11 @@ LIST_PAGE = 200  # rows per read transaction of a listing
 
 
 def statuses(backend: StoreBackend, *, state: str | None = None, task_kind: str | None = None,
-             after: str | None = None) -> Iterator[tuple[dict, str]]:
+             after: str | None = None, created: bool = False) -> Iterator[tuple[dict, str]]:
     """Yield `(status, cursor)` newest first, filtered by effective state and kind, reading
     LIST_PAGE rows per short read transaction: memory stays flat at any store size, and the
-    cursor, passed back as `after`, resumes after that item."""
+    cursor, passed back as `after`, resumes after that item. With `created`, each status
+    also holds the handoff's `created_at` (RFC 3339 metadata, for its age)."""
     stored = _stored_states(state)
     kinds = None if task_kind is None else (task_kind,)
     while True:
@@ -432,6 +441,8 @@ def statuses(backend: StoreBackend, *, state: str | None = None, task_kind: str 
                 row["last_checkpoint"] = {"seq": link[0]} if link else None  # all status uses
         for row in found:
             item = status_of(row, now)
+            if created:
+                item["created_at"] = row["created_at"]
             if state is None or item["state"] == state:
                 yield item, row["cursor"]
         if len(found) < LIST_PAGE:

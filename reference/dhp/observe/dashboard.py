@@ -3,9 +3,10 @@
 The page (static/, plain HTML/CSS/JS, no build step) polls a small JSON API once a second:
 
     GET  /api/overview                 counts by state, leases, DLQ depth, supervisor leadership
-    GET  /api/handoffs?state=&kind=    newest first (at most 500)
+    GET  /api/handoffs?state=&kind=    newest first (at most 500), each with its age
     GET  /api/handoffs/ID              status, envelope, checkpoints with the chain verified,
-                                       result or DLQ reason, and the timeline
+                                       result or DLQ reason, and the timeline (every take
+                                       and lost lease, from the lease journal)
     POST /api/handoffs/ID/requeue      needs `Authorization: Bearer TOKEN`; refused with
     POST /api/handoffs/ID/cancel       --read-only
     GET  /metrics                      Prometheus text (with the `otel` extra)
@@ -18,17 +19,19 @@ enough to change work.
 from __future__ import annotations
 
 import hmac
+import itertools
 import json
 import secrets
 import sys
 import threading
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from dhp import api
-from dhp.core import chain
+from dhp.core import chain, journal, operations
 from dhp.core.errors import Conflict, DHPError, IntegrityError, InvalidInput, NotFound
 from dhp.observe import metrics
 
@@ -62,9 +65,20 @@ def leadership(store: Any) -> dict | None:
 
 
 def handoff_list(store: Any, state: str | None, kind: str | None) -> list[dict]:
-    # Newest first, one page: costs the same at any store size.
-    return list(api.list_handoffs(store, state=state or None, task_kind=kind or None,
-                                  limit=LIST_LIMIT))
+    """Newest first, one page (costs the same at any store size), each with its `age_s`
+    since dispatch."""
+    found = operations.statuses(store, state=state or None, task_kind=kind or None,
+                                created=True)
+    now = datetime.now(timezone.utc)
+    out = []
+    for item, _cursor in itertools.islice(found, LIST_LIMIT):
+        created = item.pop("created_at")
+        try:
+            item["age_s"] = round((now - datetime.fromisoformat(created)).total_seconds(), 1)
+        except (TypeError, ValueError):  # metadata written by another implementation
+            item["age_s"] = None
+        out.append(item)
+    return out
 
 
 def handoff_detail(store: Any, hid: str) -> dict:
@@ -82,25 +96,55 @@ def handoff_detail(store: Any, hid: str) -> dict:
     result = api.result(store, hid) if status["state"] == "completed" else None
     rows = [{"seq": r["seq"], "fence": r["fence"], "hash": r["hash"],
              "state": json.dumps(r["state"])[:STATE_PREVIEW]} for r in records[-CHAIN_ROWS:]]
+    with store.transaction(write=False) as tx:
+        journaled = tx.lease_events(hid)
     return {"status": status, "envelope": envelope, "checkpoints": rows,
             "chain": {"verified": problem is None, "problem": problem, "count": len(records)},
-            "result": result, "timeline": timeline(envelope, status, records)}
+            "result": result, "timeline": timeline(envelope, status, records, journaled)}
 
 
-def timeline(envelope: dict, status: dict, records: list[dict]) -> list[dict]:
-    """Dispatch, each lease (by fence) with the checkpoints made under it, then the end.
-    The store keeps the worker of the current lease only; earlier workers are in the traces."""
-    events = [{"what": "dispatched", "at": envelope.get("created_at"),
-               "detail": envelope["intent"]["task_kind"]}]
+LOST = {journal.EXPIRED: "lease expired", journal.OWNER_DEAD: "owner process dead",
+        journal.NO_PROGRESS: "no progress within the progress timeout"}
+
+
+def timeline(envelope: dict, status: dict, records: list[dict],
+             journaled: list[dict]) -> list[dict]:
+    """Dispatch; each take from the lease journal (claim, recover, claim_next, or a fence
+    imported from a peer) with its worker and the checkpoints made under its fence, and
+    each lease lost (orphan), in fence order; then the end. A fence with checkpoints but no
+    journal entry (taken before the store kept a journal, or beyond its bound) shows as
+    `taken`, its worker unknown."""
     by_fence: dict[int, list[int]] = {}
     for record in records:
         by_fence.setdefault(record["fence"], []).append(record["seq"])
-    current = status["fence"]
-    for fence in sorted(set(by_fence) | ({current} if current else set())):
+
+    def made(fence: int) -> str:
         seqs = by_fence.get(fence, [])
-        who = status["owner"] if fence == current and status["owner"] else None
-        made = f"checkpoints {seqs[0]}–{seqs[-1]}" if seqs else "no checkpoint"
-        events.append({"what": "taken", "fence": fence, "worker": who, "detail": made})
+        return f"checkpoints {seqs[0]}–{seqs[-1]}" if seqs else "no checkpoint"
+
+    steps = []  # (fence, 0 for a take or 1 for a loss, event)
+    for e in journaled:
+        if e["event"] == "orphan":
+            steps.append((e["fence"], 1, {"what": "lost", "fence": e["fence"],
+                                          "worker": e["worker"], "at": e["wall"],
+                                          "detail": LOST.get(e["how"], e["how"])}))
+            continue
+        detail = made(e["fence"])
+        if e["event"] == "import":
+            detail = f"taken on a peer, imported; {detail}"
+        if e["lost_s"] is not None:
+            detail += f"; {e['lost_s']:.3f} s after the owner was lost " \
+                      f"({LOST.get(e['how'], e['how'])})"
+        steps.append((e["fence"], 0, {"what": e["event"], "fence": e["fence"],
+                                      "worker": e["worker"], "at": e["wall"],
+                                      "detail": detail}))
+    taken = {e["fence"] for e in journaled if e["event"] != "orphan"}
+    for fence in set(by_fence) - taken:
+        steps.append((fence, 0, {"what": "taken", "fence": fence, "worker": None,
+                                 "detail": made(fence)}))
+    events = [{"what": "dispatched", "at": envelope.get("created_at"),
+               "detail": envelope["intent"]["task_kind"]}]
+    events += [event for _fence, _order, event in sorted(steps, key=lambda s: s[:2])]
     end = {"completed": "completed", "dead_lettered": "dead-lettered",
            "cancelled": "cancelled"}.get(status["state"])
     if end:

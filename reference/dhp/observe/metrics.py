@@ -4,7 +4,9 @@ Two kinds. Counted where the work happens, in every process that runs operations
 dispatchers): operations by outcome (checkpoints among them), fence bumps, budget refusals
 by cap; each operation's latency is its span's. Read from the store on each collection, in
 any process that calls `observe_store` (the dashboard, `dhp metrics --serve`): handoffs by
-state, live and expired leases, DLQ depth. Names are in docs/guide/observing.md.
+state, live and expired leases, DLQ depth, and the takeover delay (time from an owner's loss
+to the next take) of every take any process made, followed in the store's lease journal
+(dhp.core.journal). Names are in docs/guide/observing.md.
 
 Nothing is imported until the application has imported OpenTelemetry (tracing.configured).
 """
@@ -21,6 +23,8 @@ from dhp.core import machine
 
 METER = "dhp"
 TAKES = {"claim", "recover", "claim_next"}
+# Seconds: from the sub-second takeover of a dead owner to a lease or two gone by unseen.
+TAKEOVER_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 _instruments: dict[str, Any] = {}
 _lock = threading.Lock()
 
@@ -105,13 +109,25 @@ def observe_store(store: Any, max_age_s: float = 2.0) -> None:
     from opentelemetry.metrics import Observation
 
     cache: dict[str, Any] = {"at": -1e9, "value": None}
+    meter = metrics.get_meter(METER)
+    takeovers = meter.create_histogram(
+        "dhp.takeover.delay", unit="s",
+        description="seconds from the instant a handoff's owner was known lost (dhp.lost: "
+                    "lease_expired at its expiry, owner_dead or no_progress when a probe or "
+                    "the supervisor found it) to the take that ended it, for every take "
+                    "journaled in the store",
+        explicit_bucket_boundaries_advisory=TAKEOVER_BUCKETS_S)
+    follower = JournalFollower()
 
     def counts() -> dict[str, Any]:
         if time.monotonic() - cache["at"] > max_age_s:
             cache.update(at=time.monotonic(), value=store_counts(store))
+            # Recorded while the collection runs its callbacks, before it reads the
+            # histogram: a collection includes every take journaled before it.
+            for entry in follower.new_takeovers(store):
+                takeovers.record(entry["lost_s"], {"dhp.lost": entry["how"]})
         return cache["value"]
 
-    meter = metrics.get_meter(METER)
     meter.create_observable_gauge(
         "dhp.handoffs", unit="{handoff}", description="handoffs by effective state (dhp.state)",
         callbacks=[lambda options: [Observation(n, {"dhp.state": s})
@@ -124,6 +140,38 @@ def observe_store(store: Any, max_age_s: float = 2.0) -> None:
     meter.create_observable_gauge(
         "dhp.dlq.depth", unit="{handoff}", description="handoffs in the dead-letter queue",
         callbacks=[lambda options: [Observation(counts()["dlq"])]])
+
+
+class JournalFollower:
+    """Reads each journal entry once, in id order. A Postgres writer may commit an id after
+    a higher one is visible, so each read starts LOOKBACK ids behind the highest seen and
+    skips the ids already seen. A call reads at most PAGES pages: the journal a large store
+    already holds is caught up with over the first collections, at a bounded cost each."""
+
+    LOOKBACK = 256
+    PAGE = 5000
+    PAGES = 4
+
+    def __init__(self) -> None:
+        self.highest = 0
+        self.seen: set[int] = set()
+
+    def new_takeovers(self, store: Any) -> list[dict]:
+        """The takes journaled since the last call that ended a lost owner's lease."""
+        out = []
+        with store.transaction(write=False) as tx:
+            for _page in range(self.PAGES):
+                found = tx.lease_events_after(max(0, self.highest - self.LOOKBACK), self.PAGE)
+                fresh = [e for e in found if e["id"] not in self.seen]
+                for entry in fresh:
+                    self.seen.add(entry["id"])
+                    self.highest = max(self.highest, entry["id"])
+                    if entry["lost_s"] is not None:
+                        out.append(entry)
+                if len(found) < self.PAGE or not fresh:
+                    break
+        self.seen = {i for i in self.seen if i > self.highest - self.LOOKBACK}
+        return out
 
 
 def prometheus_reader() -> Any:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -169,6 +170,44 @@ def emit(operation: str, started_ns: int, attributes: dict, error: DHPError | No
     span.end()
 
 
+# --- the transport: frames shipped and ingested ---------------------------------------------
+
+_HANDOFF_ID = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def transport(operation: str, frames: list[dict], **attributes: Any) -> None:
+    """Spans `dhp.<operation>` (transport.ship: queued until answered; transport.ingest:
+    verified and stored) of a batch of frames, one per handoff, in that handoff's trace.
+    Each frame is {"handoff_id", "seq" (checkpoints), "fence", "started" (time_ns),
+    "outcome" (stored, duplicate, ack or the DHPError that refused it)}; `attributes` are
+    added to every span (dhp.peer, dhp.source)."""
+    if not installed() or not configured():
+        return
+    groups: dict[str, list[dict]] = {}
+    for frame in frames:
+        hid = frame.get("handoff_id")
+        groups.setdefault(hid if isinstance(hid, str) and _HANDOFF_ID.match(hid) else "",
+                          []).append(frame)
+    for hid, group in groups.items():
+        seqs = [f["seq"] for f in group if type(f.get("seq")) is int]
+        fences = [f["fence"] for f in group if type(f.get("fence")) is int]
+        errors = [f["outcome"] for f in group if isinstance(f["outcome"], DHPError)]
+        emit(operation, min(f["started"] for f in group), {
+            "dhp.handoff_id": hid or None, "dhp.frames": len(group),
+            "dhp.seq.first": min(seqs, default=None), "dhp.seq": max(seqs, default=None),
+            "dhp.fence": max(fences, default=None),
+            "dhp.duplicates": sum(f["outcome"] == "duplicate" for f in group),
+            "dhp.rejected": len(errors), **attributes}, errors[0] if errors else None)
+
+
+def frame_of(kind: str, payload: Any, started_ns: int, outcome: Any = None) -> dict:
+    """What `transport` needs of one frame's payload (an envelope or a record)."""
+    found = payload if isinstance(payload, dict) else {}
+    return {"handoff_id": found.get("handoff_id"),
+            "seq": found.get("seq") if kind == "checkpoint" else None,
+            "fence": found.get("fence"), "started": started_ns, "outcome": outcome}
+
+
 # --- what each SDK call's span says --------------------------------------------------------
 
 def _arg(args: tuple, kwargs: dict, index: int, name: str) -> Any:
@@ -189,7 +228,11 @@ def dispatched(args: tuple, kwargs: dict, result: Any) -> dict:
 def taken(args: tuple, kwargs: dict, result: Any) -> dict:
     """claim / recover (store, handoff_id, worker_id) and claim_next (store, kinds, worker)."""
     if result is not None:
-        return _lease(result)
+        found = _lease(result)
+        event = result.lease_event or {}
+        if event.get("lost_s") is not None:  # it ended a lost owner's lease
+            found.update({"dhp.lost": event["how"], "dhp.takeover.delay_s": event["lost_s"]})
+        return found
     wanted = _arg(args, kwargs, 1, "handoff_id")
     return {"dhp.handoff_id": wanted if isinstance(wanted, str) else None,
             "dhp.worker_id": _arg(args, kwargs, 2, "worker_id")}

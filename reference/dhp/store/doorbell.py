@@ -25,7 +25,7 @@ FOLDER = "wake"
 _names = itertools.count()
 
 
-def ring(folder: Path) -> int:
+def ring(folder: str | Path) -> int:
     """Wake every waiter in `folder`; returns how many were rung."""
     try:
         entries = list(os.scandir(folder))

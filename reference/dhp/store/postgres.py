@@ -56,6 +56,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from dhp.core import journal
 from dhp.core.backend import DEFAULT_TTL, SYNCS, StoreBackend, Tx
 from dhp.core.errors import Internal, InvalidInput, Unavailable
 from dhp.store.pg_liveness import PgLiveness, advisory_key, probe_sql
@@ -66,7 +67,11 @@ _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 # notices a vanished client (its row and advisory locks are freed) and the client a vanished
 # server. Seconds / milliseconds as Postgres reads them.
 STATEMENT_TIMEOUT_MS = 30_000
-IDLE_IN_TRANSACTION_MS = 10_000
+# A client paused inside a transaction holds its row locks until this ends its session: kept
+# below the shortest lease people run (the kit's 1 s), so that a frozen owner or supervisor
+# leader delays its successor's take by no more than its own lease would (DHP-SUP-012).
+# Our transactions never idle on purpose; only a stalled client reaches it.
+IDLE_IN_TRANSACTION_MS = 1_000
 SERVER_KEEPALIVES = {"tcp_keepalives_idle": 5, "tcp_keepalives_interval": 1,
                      "tcp_keepalives_count": 3, "tcp_user_timeout": 10_000}
 CLIENT_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 1,
@@ -133,6 +138,21 @@ MIGRATIONS: list[str] = [
     # 2: delays and retries (DHP-SCH-001): a take waits until not_before (store clock).
     """
     ALTER TABLE {s}.handoffs ADD COLUMN not_before double precision
+    """,
+    # 3: the lease journal (dhp.core.journal): every take and orphan, a few per handoff.
+    """
+    CREATE TABLE {s}.lease_journal (
+        id bigserial PRIMARY KEY,
+        handoff_id text NOT NULL,
+        event text NOT NULL,
+        fence bigint NOT NULL,
+        worker text,
+        at double precision NOT NULL,
+        wall text NOT NULL,
+        lost_s double precision,
+        how text
+    );
+    CREATE INDEX lease_journal_by_handoff ON {s}.lease_journal (handoff_id, id)
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -399,6 +419,29 @@ class PostgresTx(Tx):
         rows = self._all("SELECT DISTINCT owner_incarnation FROM {s}.handoffs "
                          "WHERE state = 'claimed' AND owner_incarnation IS NOT NULL")
         return [r[0] for r in rows]
+
+    # --- the lease journal (migration 3) --------------------------------------------------
+
+    def add_lease_event(self, entry: dict) -> None:
+        # One round trip: the DELETE sees the rows from before the INSERT (one snapshot), so
+        # it keeps CAP - 1 of them besides the new one.
+        hid = entry["handoff_id"]
+        self.conn.execute(
+            f"WITH added AS (INSERT INTO {self.s}.lease_journal ({', '.join(journal.FIELDS)}) "
+            f"VALUES ({', '.join(['%s'] * len(journal.FIELDS))})) "
+            f"DELETE FROM {self.s}.lease_journal WHERE handoff_id = %s AND id <= (SELECT id "
+            f"FROM {self.s}.lease_journal WHERE handoff_id = %s ORDER BY id DESC LIMIT 1 "
+            "OFFSET %s)", [*(entry[k] for k in journal.FIELDS), hid, hid, journal.CAP - 1])
+
+    def lease_events(self, handoff_id: str, *, last: int | None = None) -> list[dict]:
+        rows = self._all(f"SELECT id, {', '.join(journal.FIELDS)} FROM {{s}}.lease_journal "
+                         "WHERE handoff_id = %s ORDER BY id DESC LIMIT %s", (handoff_id, last))
+        return [dict(zip(("id", *journal.FIELDS), r, strict=True)) for r in rows][::-1]
+
+    def lease_events_after(self, after: int, limit: int) -> list[dict]:
+        rows = self._all(f"SELECT id, {', '.join(journal.FIELDS)} FROM {{s}}.lease_journal "
+                         "WHERE id > %s ORDER BY id LIMIT %s", (after, limit))
+        return [dict(zip(("id", *journal.FIELDS), r, strict=True)) for r in rows]
 
     # --- the supervisor's storage -------------------------------------------------------
     # Each scan locks what it returns (skipping rows a writer holds), and the lock re-reads

@@ -1,16 +1,23 @@
 """The embedded store: SQLite in WAL mode, created on first use (no setup).
 
-Durability. The database runs with `journal_mode=WAL`. Every commit is written to the WAL
-before it returns, so it survives kill -9 of any process (DHP-CKP-009). What survives a power
-loss or kernel crash depends on the transaction's `sync` (DHP-CKP-011): dispatches, claims
-(every fence bump), completions, releases, cancels, DLQ moves and supervisor actions commit
-with `synchronous=FULL`, fsynced before they are acknowledged. A checkpoint ("batch") is
-fsynced too unless this process fsynced less than `fsync_interval` (0.1 s) ago; then it
-commits with `synchronous=NORMAL` and waits for the next fsync, which the next write or
+Durability. The database runs with `journal_mode=WAL` and `synchronous=NORMAL`: every commit
+is written to the WAL before it returns, so it survives kill -9 of any process (DHP-CKP-009).
+What survives a power loss or kernel crash depends on the transaction's `sync`
+(DHP-CKP-011): dispatches, claims (every fence bump), completions, releases, cancels, DLQ
+moves and supervisor actions are fsynced before they are acknowledged: after the COMMIT the
+store fsyncs the WAL itself, which is what `synchronous=FULL` would do inside the COMMIT, but
+without holding the write lock meanwhile (other writers go on; one fsync covers every commit
+written before it). A checkpoint ("batch") is fsynced too unless this process fsynced less
+than `fsync_interval` (0.1 s) ago; then it waits for the next fsync, which the next write or
 heartbeat after the interval makes. So a burst of checkpoints shares one fsync per interval,
 and a power loss can forget at most the checkpoints acknowledged within one interval after
 the last fsync (the WAL keeps a prefix: a synced commit makes every earlier one durable).
-Heartbeats ("none") never need an fsync of their own; losing one only shortens a lease.
+Heartbeats ("none") never need an fsync of their own; losing one only shortens a lease. Where
+WAL mode is unavailable (a file system without shared memory) every commit runs at FULL.
+
+Writes. put_record rewrites only the columns whose values changed (a checkpoint: the lease,
+the counters and the progress time), so the indexes whose keys did not move are not
+rewritten: each would cost a page in the WAL.
 
 Concurrency. Every write transaction starts with `BEGIN IMMEDIATE`, taking SQLite's single
 write lock up front, so concurrent claimers in any number of processes are serialised and
@@ -39,7 +46,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from dhp.core import machine
+from dhp.core import journal, machine
 from dhp.core.backend import DEFAULT_FSYNC_INTERVAL, DEFAULT_TTL, SYNCS, StoreBackend, Tx
 from dhp.core.clock import boot_id, store_clock
 from dhp.core.errors import Internal, InvalidInput, StoreCorrupt, Unavailable
@@ -105,6 +112,30 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE handoffs ADD COLUMN not_before REAL;
     """,
+    # 4: the lease journal (dhp.core.journal): every take and orphan, a few per handoff.
+    # AUTOINCREMENT: an id is never reused after the oldest entries are dropped.
+    """
+    CREATE TABLE lease_journal (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        handoff_id TEXT NOT NULL,
+        event TEXT NOT NULL,
+        fence INTEGER NOT NULL,
+        worker TEXT,
+        at REAL NOT NULL,
+        wall TEXT NOT NULL,
+        lost_s REAL,
+        how TEXT
+    );
+    CREATE INDEX lease_journal_by_handoff ON lease_journal(handoff_id, id);
+    """,
+    # 5: the lease index holds only rows with a lease (claimed), so a dispatch, whose row has
+    # none, writes one index page less; every query on it compares lease_expires_at, which
+    # lets SQLite use the partial index as it used the full one.
+    """
+    DROP INDEX handoffs_by_lease;
+    CREATE INDEX handoffs_by_lease ON handoffs(state, lease_expires_at)
+        WHERE lease_expires_at IS NOT NULL;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -151,20 +182,39 @@ def _row(values: tuple) -> dict:
 
 
 def _record_values(record: dict) -> list:
-    if set(record) != set(RECORD_COLUMNS):
+    if record.keys() != _RECORD_KEYS:
         raise Internal(f"record members {sorted(record)} do not match the store's columns")
     return [_dumps(record[k]) if k == "budget" else record[k] for k in RECORD_COLUMNS]
+
+
+_RECORD_KEYS = frozenset(RECORD_COLUMNS)
+# What put_record writes, and where a read row holds it (_ROW_COLUMNS after id, envelope and
+# task_kind).
+_PUT_COLUMNS = (*RECORD_COLUMNS, "owner_incarnation")
+_STORED = slice(3, 3 + len(_PUT_COLUMNS))
 
 
 class SQLiteTx(Tx):
     def __init__(self, conn: sqlite3.Connection, now: Callable[[], float]):
         self.conn = conn
         self._now = now
+        # The stored values of the rows read for a write (get, the takes' scans): put_record
+        # writes only the columns that differ, so no index whose key did not move is
+        # rewritten (each one is a page in the WAL).
+        self._stored: dict[str, tuple] = {}
+        # Result text of put_result, written by the row's next UPDATE (one statement and one
+        # row rewrite for a completion) or before anything reads the row.
+        self._results: dict[str, str] = {}
+
+    def _read(self, values: tuple) -> dict:
+        self._stored[values[0]] = values[_STORED]
+        return _row(values)
 
     def get(self, handoff_id: str, *, envelope: bool = True) -> dict | None:
+        self._write_results()
         select = _SELECT if envelope else _SELECT_LIGHT
         found = self.conn.execute(f"{select} WHERE id = ?", (handoff_id,)).fetchone()
-        return _row(found) if found else None
+        return self._read(found) if found else None
 
     def insert(self, handoff_id: str, envelope: dict, record: dict, created_at: str) -> None:
         self.conn.execute(_INSERT, self._values(handoff_id, envelope, record, created_at))
@@ -180,13 +230,23 @@ class SQLiteTx(Tx):
                 self._now()]
 
     def put_record(self, handoff_id: str, record: dict, owner_incarnation: str | None) -> None:
-        sets = ", ".join(f"{c} = ?" for c in (*RECORD_COLUMNS, "owner_incarnation",
-                                              "updated_at"))
-        cur = self.conn.execute(f"UPDATE handoffs SET {sets} WHERE id = ?",
-                                [*_record_values(record), owner_incarnation, self._now(),
-                                 handoff_id])
+        new = (*_record_values(record), owner_incarnation)
+        old = self._stored.get(handoff_id)
+        # Compared with the type too: 0 and 0.0 are equal but read back differently.
+        changed = range(len(new)) if old is None else [
+            i for i, (a, b) in enumerate(zip(new, old, strict=True))
+            if a != b or type(a) is not type(b)]
+        sets = [f"{_PUT_COLUMNS[i]} = ?, " for i in changed]
+        values = [new[i] for i in changed]
+        result = self._results.pop(handoff_id, None)
+        if result is not None:
+            sets.append("result = ?, ")
+            values.append(result)
+        cur = self.conn.execute(f"UPDATE handoffs SET {''.join(sets)}updated_at = ? "
+                                "WHERE id = ?", [*values, self._now(), handoff_id])
         if cur.rowcount != 1:
             raise Internal(f"update of {handoff_id} touched {cur.rowcount} rows")
+        self._stored[handoff_id] = new
 
     def last_link(self, handoff_id: str) -> tuple[int, str] | None:
         return self.conn.execute(
@@ -225,8 +285,13 @@ class SQLiteTx(Tx):
         return [r[0] for r in self.conn.execute("SELECT id FROM handoffs ORDER BY rowid")]
 
     def put_result(self, handoff_id: str, result_record: dict) -> None:
-        self.conn.execute("UPDATE handoffs SET result = ? WHERE id = ?",
-                          (_dumps(result_record), handoff_id))
+        self._results[handoff_id] = _dumps(result_record)
+
+    def _write_results(self) -> None:
+        """Write the results no put_record has taken yet (before a read, and at commit)."""
+        while self._results:
+            handoff_id, text = self._results.popitem()
+            self.conn.execute("UPDATE handoffs SET result = ? WHERE id = ?", (text, handoff_id))
 
     def select(self, *, states: tuple[str, ...] | None = None,
                task_kinds: tuple[str, ...] | None = None,
@@ -244,6 +309,7 @@ class SQLiteTx(Tx):
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
+        self._write_results()
         return [_row(r) for r in self.conn.execute(sql, args)]
 
     def select_page(self, *, states: tuple[str, ...] | None = None,
@@ -262,6 +328,7 @@ class SQLiteTx(Tx):
         sql = (f"SELECT rowid, {_SELECT_LIGHT[len('SELECT '):]}"
                + (" WHERE " + " AND ".join(where) if where else "")
                + " ORDER BY rowid DESC LIMIT ?")
+        self._write_results()
         return [dict(_row(r[1:]), cursor=str(r[0]))
                 for r in self.conn.execute(sql, [*args, limit])]
 
@@ -277,9 +344,10 @@ class SQLiteTx(Tx):
 
     def _first(self, where: str, args: list, task_kinds: tuple[str, ...]) -> dict | None:
         kinds = ", ".join("?" * len(task_kinds))
+        self._write_results()
         found = self.conn.execute(f"{_SELECT} WHERE {where} AND task_kind IN ({kinds}) "
                                   "ORDER BY rowid LIMIT 1", [*args, *task_kinds]).fetchone()
-        return _row(found) if found else None
+        return self._read(found) if found else None
 
     def next_takeable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
         return self._first("(state IN ('pending', 'released', 'orphaned') "
@@ -298,6 +366,30 @@ class SQLiteTx(Tx):
             f"FROM handoffs WHERE state IN ('pending', 'released', 'orphaned', 'claimed') "
             f"AND task_kind IN ({kinds}) AND CASE WHEN state = 'claimed' THEN lease_expires_at "
             "ELSE not_before END > ?", [*task_kinds, now]).fetchone()[0]
+
+    # --- the lease journal (migration 4) ---
+
+    def add_lease_event(self, entry: dict) -> None:
+        hid = entry["handoff_id"]
+        self.conn.execute(f"INSERT INTO lease_journal ({', '.join(journal.FIELDS)}) "
+                          f"VALUES ({', '.join('?' * len(journal.FIELDS))})",
+                          [entry[k] for k in journal.FIELDS])
+        self.conn.execute(
+            "DELETE FROM lease_journal WHERE handoff_id = ? AND id <= (SELECT id FROM "
+            "lease_journal WHERE handoff_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
+            (hid, hid, journal.CAP))
+
+    def lease_events(self, handoff_id: str, *, last: int | None = None) -> list[dict]:
+        rows = self.conn.execute(
+            f"SELECT id, {', '.join(journal.FIELDS)} FROM lease_journal WHERE handoff_id = ? "
+            "ORDER BY id DESC LIMIT ?", (handoff_id, -1 if last is None else last))
+        return [dict(zip(("id", *journal.FIELDS), r, strict=True)) for r in rows][::-1]
+
+    def lease_events_after(self, after: int, limit: int) -> list[dict]:
+        rows = self.conn.execute(
+            f"SELECT id, {', '.join(journal.FIELDS)} FROM lease_journal WHERE id > ? "
+            "ORDER BY id LIMIT ?", (after, limit))
+        return [dict(zip(("id", *journal.FIELDS), r, strict=True)) for r in rows]
 
     # --- the supervisor's storage (every scan backed by a partial index, migration 2) ---
 
@@ -340,6 +432,8 @@ class SQLiteTx(Tx):
 
 
 
+# What SQLite itself syncs a WAL with: the data, and the size when it grew, not the times.
+_fdatasync = getattr(os, "fdatasync", os.fsync)
 _CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 
 
@@ -365,6 +459,7 @@ class SQLiteStore(StoreBackend):
                  clock: Callable[[], float] | None = None, limits: Limits | None = None):
         self.path = Path(path)
         self.location = str(self.path)
+        self._wake = os.path.join(self.location, doorbell.FOLDER)  # announce_work's folder
         if self.path.exists() and not self.path.is_dir():
             raise InvalidInput(f"store path {self.path} exists and is not a folder")
         self.ttl = ttl
@@ -381,6 +476,8 @@ class SQLiteStore(StoreBackend):
         self._lock = threading.RLock()
         self._busy_thread: int | None = None
         self._conn: sqlite3.Connection | None = None
+        self._wal: str | None = None  # the WAL file, which transaction() fsyncs
+        self._wal_fd: int | None = None
         self._pid = -1
         self._connection()  # create and migrate now, so errors surface at open
         # Keyed to the database file itself, not to the folder it was reached through: a
@@ -404,11 +501,17 @@ class SQLiteStore(StoreBackend):
             try:
                 conn = sqlite3.connect(self.path / DB_FILE, timeout=BUSY_TIMEOUT_S,
                                        isolation_level=None, check_same_thread=False)
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=FULL")
+                mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                # In WAL mode a commit at NORMAL is a commit at FULL without its fsync of the
+                # WAL, which transaction() makes itself when one is due. In any other mode
+                # (a file system without shared memory) every commit is fsynced by SQLite.
+                self._wal = (os.path.realpath(self.path / DB_FILE) + "-wal"
+                             if mode.lower() == "wal" else None)
+                conn.execute(f"PRAGMA synchronous={'NORMAL' if self._wal else 'FULL'}")
                 self._migrate(conn)
             except sqlite3.Error as exc:
                 raise _store_error(exc, f"cannot open the store at {self.path}") from None
+            self._close_wal()  # the previous connection's (or the parent process's)
             self._conn, self._pid = conn, os.getpid()
             self._synced_at, self._unsynced = -math.inf, False  # a new process: nothing yet
         return self._conn
@@ -487,17 +590,16 @@ class SQLiteStore(StoreBackend):
                 raise Internal("nested store transaction")
             conn = self._connection()
             self._busy_thread = threading.get_ident()
-            fsync = self._fsync_needed(sync)
             try:
-                if not fsync:
-                    conn.execute("PRAGMA synchronous=NORMAL")
                 try:
                     conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                     changes_before = conn.total_changes
                 except sqlite3.Error as exc:
                     raise Unavailable(f"store {self.path} is busy: {exc}") from None
                 try:
-                    yield SQLiteTx(conn, self.now)
+                    tx = SQLiteTx(conn, self.now)
+                    yield tx
+                    tx._write_results()
                     conn.execute("COMMIT")
                 except BaseException as exc:
                     if conn.in_transaction:
@@ -506,14 +608,34 @@ class SQLiteStore(StoreBackend):
                         raise _store_error(exc, f"store {self.path}") from None
                     raise
                 if conn.total_changes != changes_before:  # an empty commit syncs nothing
+                    fsync = self._fsync_needed(sync)
+                    if fsync:
+                        self._sync_wal()
                     self._committed(sync, fsync)
             finally:
-                if not fsync:
-                    conn.execute("PRAGMA synchronous=FULL")
                 self._busy_thread = None
 
+    def _sync_wal(self) -> None:
+        """fsync the WAL: every commit in it so far, this process's and any other's, is then
+        durable (the WAL is a log: a later commit is never kept without the earlier ones).
+        The write lock is free meanwhile, so other writers need not wait for the disk."""
+        if self._wal is None:
+            return  # SQLite fsynced the commit itself (synchronous=FULL)
+        try:
+            if self._wal_fd is None:  # kept while the connection lives: SQLite neither
+                # removes nor replaces the WAL file while a connection has the store open
+                self._wal_fd = os.open(self._wal, os.O_RDONLY | os.O_CLOEXEC)
+            _fdatasync(self._wal_fd)
+        except OSError as exc:
+            raise Unavailable(f"store {self.path}: fsync of the WAL failed: {exc}") from None
+
+    def _close_wal(self) -> None:
+        if self._wal_fd is not None:
+            os.close(self._wal_fd)
+            self._wal_fd = None
+
     def announce_work(self) -> None:
-        doorbell.ring(self.path / doorbell.FOLDER)
+        doorbell.ring(self._wake)
 
     def work_waiter(self) -> doorbell.Waiter:
         return doorbell.Waiter(self.path / doorbell.FOLDER)
@@ -537,4 +659,5 @@ class SQLiteStore(StoreBackend):
         with self._lock:
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
+                self._close_wal()
             self._conn = None

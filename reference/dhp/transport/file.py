@@ -23,13 +23,14 @@ import json
 import os
 import tempfile
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from dhp.core import chain, limits, machine
+from dhp.core import chain, journal, limits, machine
 from dhp.core.backend import StoreBackend
 from dhp.core.clock import rfc3339
 from dhp.core.envelope import check_envelope
@@ -44,6 +45,7 @@ from dhp.core.errors import (
 )
 from dhp.core.logfile import encode_line, read_log
 from dhp.core.operations import result_errors
+from dhp.observe import tracing
 
 DUPLICATE = "duplicate"
 STORED = "stored"
@@ -82,6 +84,15 @@ class _Batch:
         self.chains: dict[str, _Chain] = {}
         self.dirty: set[str] = set()
         self.appends: list[tuple[dict, str | None]] = []
+        self.events: list[dict] = []  # lease journal entries of fences granted on a peer
+
+    def adopt_fence(self, hid: str, fence: int) -> None:
+        """A record under `fence`, above the stored fence, was taken on another host: the
+        journal records that take (no worker: records do not name one)."""
+        record = self.rows[hid]["record"]
+        if fence > record["fence"]:
+            self.events.append(journal.entry(hid, "import", fence, None, self.now))
+            record["fence"] = fence
 
     def row(self, hid: str) -> dict | None:
         if hid not in self.rows:
@@ -102,6 +113,8 @@ class _Batch:
 
     def flush(self) -> None:
         self.tx.append_checkpoints(self.appends)
+        for event in self.events:
+            self.tx.add_lease_event(event)
         for hid in self.dirty:
             self.tx.put_record(hid, self.rows[hid]["record"], None)
 
@@ -269,7 +282,7 @@ class Ingest:
         if mine["state"] != "dead_lettered":
             mine["state"] = "orphaned"
         mine["owner"] = mine["lease_expires_at"] = None
-        mine["fence"] = max(mine["fence"], record["fence"])
+        batch.adopt_fence(hid, record["fence"])
         mine["attempts"] = max(mine["attempts"], stored.fences)
         mine["steps"] = max(mine["steps"], int(seq))
         mine["spend"] = max(mine["spend"], stored.spend)
@@ -302,8 +315,8 @@ class Ingest:
         batch.tx.put_result(hid, record)
         row["result"] = record
         row["record"] = dict(row["record"], state="completed", owner=None,
-                             lease_expires_at=None,
-                             fence=max(row["record"]["fence"], record["fence"]))
+                             lease_expires_at=None)
+        batch.adopt_fence(hid, record["fence"])
         batch.dirty.add(hid)
         return STORED
 
@@ -575,16 +588,44 @@ def ingest_file(store: StoreBackend, path: str | os.PathLike,
     """Verify one shipped log completely, then store what is new of it in one transaction
     (DHP-TRN-029, DHP-LOG-008). Returns `{handoff_id, stored, duplicates, warnings}`;
     raises the log's first error, having stored nothing."""
+    return ingest_items(store, *log_items(path), ingest, source=os.fspath(path))
+
+
+def log_items(source: str | os.PathLike | BinaryIO) -> tuple[list[tuple[str, Any]], list[dict]]:
+    """Read and verify a log (a path, or a binary file): its items for `Ingest.apply` and
+    the reader's warnings (a dropped torn last line)."""
     items: list[tuple[str, Any]] = []
     warnings: list[dict] = []
-    for _line, kind, obj in read_log(path):
+    for _line, kind, obj in read_log(source):
         if kind == "warning":
             warnings.append(obj)
         else:
             items.append(("envelope" if kind == "header" else kind, obj))
-    outcome = (ingest or Ingest(store)).apply(items, atomic=True, parsed=True)
+    return items, warnings
+
+
+def ingest_items(store: StoreBackend, items: list[tuple[str, Any]], warnings: list[dict],
+                 ingest: Ingest | None = None, *, source: str | None = None) -> dict:
+    """Store what is new of one log's verified items (log_items) in one transaction, all or
+    nothing; the report of ingest_file. A span `dhp.transport.ingest` (dhp.source) when
+    tracing is set up."""
+    started = time.time_ns()
+    try:
+        outcome = (ingest or Ingest(store)).apply(items, atomic=True, parsed=True)
+    except DHPError as exc:
+        _trace_log(items, [exc] * len(items), started, source)
+        raise
+    _trace_log(items, outcome, started, source)
     return {"handoff_id": items[0][1]["handoff_id"], "stored": outcome.count(STORED),
             "duplicates": outcome.count(DUPLICATE), "warnings": warnings}
+
+
+def _trace_log(items: list[tuple[str, Any]], outcome: list[Any], started_ns: int,
+               source: str | None) -> None:
+    if tracing.configured():
+        tracing.transport("transport.ingest", [
+            tracing.frame_of(kind, obj, started_ns, done)
+            for (kind, obj), done in zip(items, outcome, strict=True)], **{"dhp.source": source})
 
 
 def ingest_folder(store: StoreBackend, folder: str | os.PathLike) -> dict[str, Any]:

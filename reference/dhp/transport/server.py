@@ -27,6 +27,7 @@ import select
 import socket
 import ssl
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from dhp.core.errors import (
     InvalidInput,
     UnsupportedVersion,
 )
+from dhp.observe import tracing
 from dhp.store import Store
 from dhp.transport.file import DUPLICATE, KINDS, Ingest
 
@@ -610,6 +612,7 @@ class TransportServer:
                 return
             answers, items, where, closing = self._read_batch(lines, peer, session)
             if items:
+                started = time.time_ns()
                 try:
                     outcomes = await loop.run_in_executor(
                         self._pool, lambda items=items: self.ingest.apply(items, parsed=True))
@@ -627,6 +630,12 @@ class TransportServer:
                         answers[slot] = (b'{"type":"ack","id":%d,"duplicate":true}\n'
                                          % frame_id if outcome == DUPLICATE
                                          else b'{"type":"ack","id":%d}\n' % frame_id)
+                if tracing.configured():
+                    tracing.transport("transport.ingest", [
+                        tracing.frame_of(kind, payload, started, outcome)
+                        for (_slot, _id, kind, payload), outcome in zip(where, outcomes,
+                                                                         strict=True)],
+                        **{"dhp.peer": peer})
             if answers:
                 writer.write(b"".join(a if isinstance(a, bytes) else encode(a)
                                       for a in answers if a is not None))

@@ -30,6 +30,7 @@ from typing import Any
 
 from dhp.core.envelope import check_envelope
 from dhp.core.errors import DHPError, IntegrityError, InvalidInput, Unavailable, from_dict
+from dhp.observe import tracing
 from dhp.transport.server import (
     DEFAULT_MAX_FRAME,
     DEFAULT_PORT,
@@ -153,6 +154,8 @@ class NetShipper:
         self._closing = False
         self._sock: socket.socket | None = None
         self._inflight: collections.deque[tuple[int, int]] = collections.deque()
+        # frame id -> tracing.frame_of, for the frames queued while tracing is set up
+        self._traced: dict[int, dict] = {}
         self._sleeping = True  # the pump may be in select(): a queued frame must wake it
         self._open_buffer()
         self._wake_r, self._wake_w = os.pipe()
@@ -242,6 +245,7 @@ class NetShipper:
                 frames.append(("envelope", envelope))
             frames += items
             lines, ids = [], []
+            started = time.time_ns() if tracing.configured() else None
             for kind, payload in frames:
                 key = "envelope" if kind == "envelope" else "record"
                 line = encode({"type": kind, "id": self._next_id, key: payload})
@@ -256,6 +260,9 @@ class NetShipper:
                 self._next_id += 1
             data = b"".join(lines)
             _write_all(self._fd, data)  # one append: survives kill -9 once it returns
+            if started is not None:
+                for frame_id, (kind, payload) in zip(ids, frames, strict=True):
+                    self._traced[frame_id] = tracing.frame_of(kind, payload, started)
             self._end += len(data)
             self._announced.add(hid)
             self._cond.notify_all()
@@ -412,7 +419,7 @@ class NetShipper:
 
     def _answers(self, lines: list[bytes]) -> None:
         """Match the server's answers to the frames in flight, in order (DHP-TRN-018)."""
-        acked, rejected = [], []
+        acked, rejected, shipped = [], [], []
         failure: BaseException | None = None
         with self._cond:
             for line in lines:
@@ -431,7 +438,14 @@ class NetShipper:
                 else:
                     rejected.append((frame_id, error))
                     self.rejected.append((frame_id, error))
+                traced = self._traced.pop(frame_id, None)
+                if traced is not None:
+                    traced["outcome"] = error or ("duplicate" if duplicate else "ack")
+                    shipped.append(traced)
             self._cond.notify_all()
+        if shipped:
+            tracing.transport("transport.ship", shipped,
+                              **{"dhp.peer": f"{self.host}:{self.port}"})
         for frame_id, error in rejected:
             log.warning("shipper %s: frame %d rejected: %s", self.path.name, frame_id, error)
             with open(self.path.with_name(self.path.name + ".rejected"), "a",

@@ -16,6 +16,8 @@ function el(tag, attrs = {}, ...children) {
 const short = (id) => id.slice(7, 19);
 const lease = (s) => s == null ? "" : s <= 0 ? "expired" : `${s.toFixed(1)} s`;
 const stateTag = (s) => el("span", { class: `state ${s}` }, s);
+const age = (s) => s == null ? "" : s < 60 ? `${Math.floor(s)} s` : s < 3600
+  ? `${Math.floor(s / 60)} min` : s < 86400 ? `${Math.floor(s / 3600)} h` : `${Math.floor(s / 86400)} d`;
 
 async function getJSON(url) {
   const r = await fetch(url, { cache: "no-store" });
@@ -57,7 +59,8 @@ function drawList(items, readOnly) {
     el("td", { class: "id" }, el("a", { href: `#/h/${s.handoff_id}` }, short(s.handoff_id))),
     el("td", {}, s.task_kind), el("td", {}, stateTag(s.state)), el("td", {}, s.owner ?? ""),
     el("td", {}, s.fence), el("td", {}, s.attempts), el("td", {}, lease(s.lease_expires_in)),
-    el("td", {}, s.checkpoints.count), el("td", {}, actions(s, readOnly)))));
+    el("td", {}, s.checkpoints.count), el("td", { class: "age" }, age(s.age_s)),
+    el("td", {}, actions(s, readOnly)))));
   $("#empty").hidden = items.length > 0;
 }
 
