@@ -294,3 +294,51 @@ def test_acknowledged_means_flushed_and_every_wait_is_bounded(url):
                      "tcp_keepalives_idle")]
     assert timeouts == ["30s", "1s", "5"]
     store.close()
+
+
+def _round_trips(trace: Path) -> int:
+    """Round trips in a libpq protocol trace: each time the client sends after the server
+    answered (a pipeline sends several statements before it waits)."""
+    trips, last = 0, "B"
+    for line in trace.read_text().splitlines():
+        direction = line[:1]
+        if direction == "F" and last == "B":
+            trips += 1
+        if direction in ("F", "B"):
+            last = direction
+    return trips
+
+
+def test_a_fenced_write_and_a_recover_are_two_round_trips(url, tmp_path):
+    """Under load every round trip waits for the server's process to be scheduled: their
+    number is what failover costs (kill -9 to the standby's first checkpoint is a recover,
+    a read of the last checkpoint and a checkpoint). Counted in the protocol trace of the
+    store's one pooled connection."""
+    from backends import dead_owner_token
+
+    store = pg.PostgresStore(url, pool_max=1)
+    hid = dhp.dispatch(store, "trips", {}, {})
+    dhp.claim(store, hid, "w1", heartbeat_interval=0).checkpoint({"n": 1})
+    with store.transaction() as tx:  # the owner's process dies
+        tx.put_record(hid, tx.get(hid)["record"], dead_owner_token(store))
+    trace = tmp_path / "trace"
+    with store._pool_here().connection() as conn:
+        conn.pgconn.trace(os.open(trace, os.O_WRONLY | os.O_CREAT))
+        conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+    trips = []
+
+    def counted(step):
+        before = _round_trips(trace)
+        got = step()
+        trips.append(_round_trips(trace) - before)
+        return got
+
+    ctx = counted(lambda: dhp.recover(store, hid, "w2", heartbeat_interval=0))
+    counted(lambda: dhp.last_checkpoint(store, hid))
+    counted(lambda: ctx.checkpoint({"n": 2}))
+    counted(lambda: ctx.complete({}))
+    assert trips == [2, 1, 2, 3]  # complete also reads the output schema, outside the lock
+    assert dhp.status(store, hid)["state"] == "completed"
+    with store._pool_here().connection() as conn:
+        conn.pgconn.untrace()
+    store.close()

@@ -11,6 +11,12 @@ A host lost without a FIN (pulled cable, frozen VM): the server's TCP keepalives
 session (postgres.SERVER_KEEPALIVES: idle 5 s, then 3 probes 1 s apart) end it and free the
 lock after about 8 s; until then the lease (5 s by default) decides, as for a hung owner.
 
+Even a clean death is seen a moment late: the server frees the lock when it has ended the
+session, a few milliseconds after the kill (tens under load). A take that finds the lock held
+while it has the owner's row locked (recover of a live lease) probes again for DYING_GRACE_S
+before it calls the owner alive, so a recover made just after the owner's death (after
+waitpid, say) succeeds; a refused recover of a live owner costs that much longer.
+
 The lock's connection is watched by a daemon thread that pings it every second. If it breaks
 (the server restarted, the session was terminated) the thread reconnects and takes the lock
 again. In the gap the owner looks dead and its handoffs may be recovered: that is safe (its
@@ -33,6 +39,10 @@ from dhp.store.liveness import _TOKEN, incarnation
 
 PING_S = 1.0
 RETRY_S = 0.2
+# How long a take of a live lease keeps probing a held liveness lock, and how often: the
+# server frees a killed process's lock when it ends the session, a moment after the kill.
+DYING_GRACE_S = 0.1
+GRACE_STEP_S = 0.005
 
 
 def advisory_key(text: str) -> int:
@@ -42,6 +52,16 @@ def advisory_key(text: str) -> int:
 
 def _key(token: str) -> int:
     return advisory_key(f"dhp liveness {token}")
+
+
+def probe_sql(token_column: str) -> str:
+    """SQL probing the liveness lock of the process named in `token_column`, as owner_dead
+    does: true (the lock is then held to the end of the transaction) when the process is
+    gone. The key is _key's, computed by the server: a store folds the probe into the
+    statement that locks the row, and saves owner_dead a round trip."""
+    key = (f"('x' || left(encode(sha256(convert_to('dhp liveness ' || {token_column}, "
+           "'UTF8')), 'hex'), 16))::bit(64)::bigint")
+    return f"pg_try_advisory_xact_lock({key})"
 
 
 class ProcessLock:
@@ -143,9 +163,23 @@ class PgLiveness:
         one statement outside a transaction); the dead owner's random key is never reused."""
         if token is None or not _TOKEN.match(token) or token == incarnation():
             return False
+        probed = self.store.probed(token)
+        if probed:
+            return True
         with self.store.connection() as conn:
-            return conn.execute("SELECT pg_try_advisory_xact_lock(%s)",
-                                (_key(token),)).fetchone()[0]
+            if probed is None:
+                return conn.execute("SELECT pg_try_advisory_xact_lock(%s)",
+                                    (_key(token),)).fetchone()[0]
+            # The lock was held when this transaction locked the owner's row. A process
+            # killed a moment ago holds it until the server has ended its session (a few ms
+            # after the kill, more under load): probe again for a short grace before calling
+            # the owner alive. Only a take of a live lease waits (the row stays locked).
+            deadline = time.monotonic() + DYING_GRACE_S
+            while time.monotonic() < deadline:
+                if conn.execute("SELECT pg_try_advisory_xact_lock(%s) FROM pg_sleep(%s)",
+                                (_key(token), GRACE_STEP_S)).fetchone()[0]:
+                    return True
+            return False
 
     def tokens(self) -> list[str]:
         """The owners to probe: the incarnations holding claimed handoffs."""

@@ -15,6 +15,13 @@ of one handoff are serialised on its row (DHP-FEN-005). `claim_next` and the sup
 pick rows with `FOR UPDATE SKIP LOCKED`, so N workers pulling from one queue never queue
 behind each other. Leadership decisions are serialised by a transaction advisory lock.
 
+Round trips. Under load every round trip waits for the server's process to be scheduled, so
+they are what failover and throughput cost. A write transaction runs in pipeline mode (BEGIN
+travels with its first statement, the writes with COMMIT); the statement that locks a row
+also reads the server's clock and, for a claimed row, probes its owner's liveness lock, and
+the last checkpoint links come back in the same round trip. A fenced write (checkpoint,
+heartbeat, complete) and a recover are two round trips each; a read is one statement.
+
 Connections. A psycopg_pool pool per process (re-made in a forked child). A connection error
 or a statement timeout is `unavailable` (retryable, outcome unknown): the broken connection is
 dropped, the pool's idle ones are checked, and the next call works once the server is back.
@@ -23,7 +30,8 @@ inside a transaction cannot hold a row lock for long) and TCP keepalives on both
 
 Clock (DHP-SRV-001, DHP-SRV-002). Every lease decision is taken with the database server's
 clock, `clock_timestamp()`, read on the transaction's own connection after its row lock was
-taken; no client's clock is ever used. Fencing keeps safety independent of that clock.
+taken (by the same statement, as the locked row comes out); no client's clock is ever used.
+Fencing keeps safety independent of that clock.
 
 Durability (DHP-SRV-004). Dispatches, claims, checkpoints, completions and every other change
 commit with `synchronous_commit = on`: acknowledged means flushed to the server's WAL (the
@@ -51,7 +59,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from dhp.core import journal
 from dhp.core.backend import DEFAULT_TTL, SYNCS, StoreBackend, Tx
 from dhp.core.errors import Internal, InvalidInput, Unavailable
-from dhp.store.pg_liveness import PgLiveness, advisory_key
+from dhp.store.pg_liveness import PgLiveness, advisory_key, probe_sql
 
 DEFAULT_SCHEMA = "dhp"
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -201,18 +209,45 @@ def _options(settings: dict[str, Any]) -> str:
     return " ".join(f"-c {k}={v}" for k, v in settings.items())
 
 
+# The last two checkpoints of a handoff, newest first, the newest with its record when
+# asked: the links a fenced write (last_link) and a resume (last_checkpoint, checkpoint_hash)
+# need, read in the round trip of the row itself.
+_LINKS = ("SELECT seq, hash, CASE WHEN %s AND n = 1 THEN record END FROM (SELECT seq, hash, "
+          "record, row_number() OVER (ORDER BY seq DESC) AS n FROM {s}.checkpoints "
+          "WHERE handoff_id = %s ORDER BY seq DESC LIMIT 2) AS last ORDER BY seq DESC")
+
+
 class PostgresTx(Tx):
+    """A transaction on one connection. A write transaction runs in pipeline mode: its
+    statements are sent as they are made and the client waits only for what it reads, so
+    a fenced write costs two round trips (read the row, then write and commit together).
+    A read runs in autocommit: READ COMMITTED gives every statement its own snapshot either
+    way, so BEGIN and COMMIT would only cost round trips."""
+
     def __init__(self, store: PostgresStore, conn: psycopg.Connection, write: bool):
         self.store = store
         self.conn = conn
         self.write = write
         self.s = store.quoted_schema
+        # The server's clock read by the statement that took the last row lock, after the
+        # lock (store.now() takes it once, if no other statement ran since).
+        self.clock_at_lock: float | None = None
+        # handoff id -> (rows of _LINKS, whether the newest has its record) or a cursor
+        # whose result is on its way (pipelined behind the row's own statement).
+        self._links: dict[str, tuple[Any, bool]] = {}
+        # owner token -> whether its liveness lock was free when probed with its row lock
+        # (PgLiveness.owner_dead); a free lock stays this transaction's until it ends.
+        self.probes: dict[str, bool] = {}
+
+    def _execute(self, sql: str, args: Any = None) -> psycopg.Cursor:
+        self.clock_at_lock = None
+        return self.conn.execute(sql.replace("{s}", self.s), args)
 
     def _all(self, sql: str, args: Any = None) -> list[tuple]:
-        return self.conn.execute(sql.replace("{s}", self.s), args).fetchall()
+        return self._execute(sql, args).fetchall()
 
     def _one(self, sql: str, args: Any = None) -> tuple | None:
-        return self.conn.execute(sql.replace("{s}", self.s), args).fetchone()
+        return self._execute(sql, args).fetchone()
 
     def _select(self, envelope: bool = True) -> str:
         cols = ", ".join("NULL" if not envelope and c in ("envelope", "result") else c
@@ -220,43 +255,104 @@ class PostgresTx(Tx):
         return f"SELECT {cols} FROM {{s}}.handoffs"
 
     def get(self, handoff_id: str, *, envelope: bool = True) -> dict | None:
-        lock = " FOR UPDATE" if self.write else ""
-        found = self._one(f"{self._select(envelope)} WHERE id = %s{lock}", (handoff_id,))
-        return _row(found) if found else None
+        if not self.write:
+            return self._get_read(handoff_id)
+        # The row lock, then in the same statement the server's clock and, for a claimed
+        # row, the probe of its owner's liveness lock (owner_dead): the outer query reads
+        # them as the locked row comes out of the inner one, after any wait for the lock.
+        # The links follow in the same round trip, as a statement of their own so that
+        # they see what the lock's previous holder committed.
+        probe = f"CASE WHEN state = 'claimed' THEN {probe_sql('owner_incarnation')} END" \
+            if envelope else "NULL"
+        cur = self._execute(f"SELECT *, {_CLOCK}, {probe} FROM ({self._select(envelope)} "
+                            "WHERE id = %s FOR UPDATE) AS locked", (handoff_id,))
+        self._links[handoff_id] = (self.conn.execute(_LINKS.replace("{s}", self.s),
+                                                     (envelope, handoff_id)), envelope)
+        found = cur.fetchone()
+        if found is None:
+            return None
+        row = _row(found[:-2])
+        self.clock_at_lock = found[-2]
+        if found[-1] is not None:
+            self.probes[row["owner_incarnation"]] = found[-1]
+        return row
+
+    def _get_read(self, handoff_id: str) -> dict | None:
+        # One statement, one snapshot: the row and its last two links.
+        found = self._one(
+            f"SELECT {', '.join('h.' + c for c in _ROW_COLUMNS)}, l.seq, l.hash, l.record, "
+            "p.hash FROM {s}.handoffs AS h LEFT JOIN LATERAL (SELECT seq, hash, record "
+            "FROM {s}.checkpoints WHERE handoff_id = h.id ORDER BY seq DESC LIMIT 1) AS l "
+            "ON true LEFT JOIN LATERAL (SELECT hash FROM {s}.checkpoints "
+            "WHERE handoff_id = h.id AND seq = l.seq - 1) AS p ON true WHERE h.id = %s",
+            (handoff_id,))
+        if found is None:
+            return None
+        seq, last_hash, record, prev_hash = found[len(_ROW_COLUMNS):]
+        links = [] if seq is None else [(seq, last_hash, record)] + (
+            [(seq - 1, prev_hash, None)] if prev_hash is not None else [])
+        self._links[handoff_id] = (links, True)
+        return _row(found[:len(_ROW_COLUMNS)])
+
+    def _links_of(self, handoff_id: str, record: bool) -> list[tuple]:
+        cached, with_record = self._links.get(handoff_id, (None, False))
+        if cached is not None and not isinstance(cached, list):
+            cached = cached.fetchall()  # arrived with the row
+            self._links[handoff_id] = (cached, with_record)
+        if cached is None or record and not with_record:
+            cached = self._all(_LINKS, (record, handoff_id))
+            self._links[handoff_id] = (cached, record)
+        return cached
 
     def insert(self, handoff_id: str, envelope: dict, record: dict, created_at: str) -> None:
-        cols = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "created_at", "updated_at")
-        values = [handoff_id, _dumps(envelope), envelope["intent"]["task_kind"],
-                  *_record_values(record), created_at, self.store.now()]
+        self.insert_new([(handoff_id, envelope, record, created_at, None)])
+
+    def insert_new(self, rows: list[tuple[str, dict, dict, str, str | None]]) -> None:
         # A concurrent dispatch of the same intent inserted it first: same handoff (DHP-ID-004).
-        self._all(f"INSERT INTO {{s}}.handoffs ({', '.join(cols)}) "
-                  f"VALUES ({', '.join(['%s'] * len(cols))}) ON CONFLICT (id) DO NOTHING "
-                  "RETURNING id", values)
+        cols = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "created_at", "updated_at")
+        stamp, stamp_args = self._stamp()
+        with self.conn.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO {self.s}.handoffs ({', '.join(cols)}) VALUES "
+                f"({', '.join(['%s'] * (len(cols) - 1))}, {stamp}) ON CONFLICT (id) DO NOTHING",
+                [[hid, _dumps(envelope) if text is None else text,
+                  envelope["intent"]["task_kind"], *_record_values(record), created_at,
+                  *stamp_args] for hid, envelope, record, created_at, text in rows])
+
+    def _stamp(self) -> tuple[str, list]:
+        # updated_at: the server's clock, or the test clock that replaces it.
+        return (_CLOCK, []) if self.store.clock is None else ("%s", [self.store.clock()])
 
     def put_record(self, handoff_id: str, record: dict, owner_incarnation: str | None) -> None:
+        # Sent, not waited for: the row is locked by this transaction (get), and an error
+        # surfaces at the commit, before anything is acknowledged.
         sets = ", ".join(f"{c} = %s" for c in (*RECORD_COLUMNS, "owner_incarnation"))
-        cur = self.conn.execute(
-            f"UPDATE {self.s}.handoffs SET {sets}, updated_at = {_CLOCK} WHERE id = %s"
-            if self.store.clock is None else
-            f"UPDATE {self.s}.handoffs SET {sets}, updated_at = %s WHERE id = %s",
-            [*_record_values(record), owner_incarnation,
-             *([] if self.store.clock is None else [self.store.now()]), handoff_id])
-        if cur.rowcount != 1:
-            raise Internal(f"update of {handoff_id} touched {cur.rowcount} rows")
+        stamp, stamp_args = self._stamp()
+        self._execute(f"UPDATE {{s}}.handoffs SET {sets}, updated_at = {stamp} WHERE id = %s",
+                      [*_record_values(record), owner_incarnation, *stamp_args, handoff_id])
 
     def last_link(self, handoff_id: str) -> tuple[int, str] | None:
-        return self._one("SELECT seq, hash FROM {s}.checkpoints WHERE handoff_id = %s "
-                         "ORDER BY seq DESC LIMIT 1", (handoff_id,))
+        links = self._links_of(handoff_id, record=False)
+        return (links[0][0], links[0][1]) if links else None
 
     def last_checkpoint(self, handoff_id: str) -> dict | None:
-        found = self._one("SELECT record FROM {s}.checkpoints WHERE handoff_id = %s "
-                          "ORDER BY seq DESC LIMIT 1", (handoff_id,))
-        return json.loads(found[0]) if found else None
+        links = self._links_of(handoff_id, record=True)
+        return json.loads(links[0][2]) if links else None
+
+    def checkpoint_hash(self, handoff_id: str, seq: int) -> str | None:
+        for link in self._links_of(handoff_id, record=False):
+            if link[0] == seq:
+                return link[1]
+        found = self._one("SELECT hash FROM {s}.checkpoints WHERE handoff_id = %s AND seq = %s",
+                          (handoff_id, seq))
+        return found[0] if found else None
 
     def append_checkpoint(self, record: dict, *, text: str | None = None) -> None:
         self.append_checkpoints([(record, text)])
 
     def append_checkpoints(self, records: list[tuple[dict, str | None]]) -> None:
+        for r, _text in records:
+            self._links.pop(r["handoff_id"], None)
         with self.conn.cursor() as cur:
             cur.executemany(
                 f"INSERT INTO {self.s}.checkpoints (handoff_id, seq, fence, hash, record) "
@@ -270,8 +366,8 @@ class PostgresTx(Tx):
         return [json.loads(r[0]) for r in rows]
 
     def put_result(self, handoff_id: str, result_record: dict) -> None:
-        self._all("UPDATE {s}.handoffs SET result = %s WHERE id = %s RETURNING id",
-                  (_dumps(result_record), handoff_id))
+        self._execute("UPDATE {s}.handoffs SET result = %s WHERE id = %s",
+                      (_dumps(result_record), handoff_id))
 
     def select(self, *, states: tuple[str, ...] | None = None,
                task_kinds: tuple[str, ...] | None = None,
@@ -364,12 +460,12 @@ class PostgresTx(Tx):
 
     def put_leader(self, name: str, holder: str, incarnation: str | None, fence: int,
                    expires_at: float) -> None:
-        self._all("INSERT INTO {s}.supervisor_leadership "
-                  "(name, holder, incarnation, fence, expires_at) VALUES (%s, %s, %s, %s, %s) "
-                  "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, "
-                  "incarnation = excluded.incarnation, fence = excluded.fence, "
-                  "expires_at = excluded.expires_at RETURNING name",
-                  (name, holder, incarnation, fence, expires_at))
+        self._execute("INSERT INTO {s}.supervisor_leadership "
+                      "(name, holder, incarnation, fence, expires_at) VALUES (%s, %s, %s, %s, %s) "
+                      "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, "
+                      "incarnation = excluded.incarnation, fence = excluded.fence, "
+                      "expires_at = excluded.expires_at",
+                      (name, holder, incarnation, fence, expires_at))
 
     def claimed_by_incarnation(self, token: str, limit: int) -> list[str]:
         return [r[0] for r in self._all(
@@ -390,6 +486,38 @@ class PostgresTx(Tx):
             "WHERE state IN ('claimed', 'released', 'orphaned') AND first_claimed_at IS NOT NULL "
             "AND first_claimed_at + (budget ->> 'max_wall_clock_s')::float8 < %s "
             "ORDER BY seq LIMIT %s FOR UPDATE SKIP LOCKED", (now, limit))]
+
+
+@contextmanager
+def _pipelined_transaction(conn: psycopg.Connection, sync: str) -> Iterator[None]:
+    """BEGIN ... COMMIT in pipeline mode: BEGIN goes out with the first statement and COMMIT
+    with the last writes, in one round trip, whose answer is the acknowledgement. (Not
+    conn.transaction(): inside a pipeline it syncs after BEGIN, one round trip more.)"""
+    try:
+        with conn.pipeline():
+            conn.execute("BEGIN")
+            if sync == "none":  # a heartbeat: losing one only shortens a lease
+                conn.execute("SET LOCAL synchronous_commit = off")
+            try:
+                yield
+            except BaseException:
+                _roll_back(conn)  # sent with the sync at the pipeline's end
+                raise
+            conn.execute("COMMIT")
+    except BaseException:
+        # When a statement failed the server skipped what followed it (the ROLLBACK too):
+        # the transaction is open and aborted. End it so the pool gets the connection idle.
+        if conn.info.transaction_status in (psycopg.pq.TransactionStatus.INTRANS,
+                                            psycopg.pq.TransactionStatus.INERROR):
+            _roll_back(conn)
+        raise
+
+
+def _roll_back(conn: psycopg.Connection) -> None:
+    try:
+        conn.execute("ROLLBACK")
+    except psycopg.Error:
+        pass  # a broken connection: the server ends its transaction, the pool drops it
 
 
 class PostgresStore(StoreBackend):
@@ -445,9 +573,9 @@ class PostgresStore(StoreBackend):
     def connection(self) -> Iterator[psycopg.Connection]:
         """A connection of this thread's open transaction, else one from the pool; server
         and pool errors become `unavailable`."""
-        current = getattr(self._local, "conn", None)
+        current = getattr(self._local, "tx", None)
         if current is not None:
-            yield current
+            yield current.conn
             return
         pool = self._pool_here()
         try:
@@ -515,11 +643,23 @@ class PostgresStore(StoreBackend):
     def now(self) -> float:
         if self.clock is not None:
             return self.clock()
+        tx = getattr(self._local, "tx", None)
+        if tx is not None and tx.clock_at_lock is not None:
+            # Read with the row lock just taken, and no statement ran since: what a query
+            # now would return, less one round trip.
+            now, tx.clock_at_lock = tx.clock_at_lock, None
+            return now
         with self.connection() as conn:
             return conn.execute(f"SELECT {_CLOCK}").fetchone()[0]
 
+    def probed(self, token: str) -> bool | None:
+        """Whether the liveness lock of `token` was free, if this thread's transaction
+        probed it with a row lock (PostgresTx.get), else None."""
+        tx = getattr(self._local, "tx", None)
+        return tx.probes.get(token) if tx is not None else None
+
     def in_transaction_on_this_thread(self) -> bool:
-        return getattr(self._local, "conn", None) is not None
+        return getattr(self._local, "tx", None) is not None
 
     @contextmanager
     def transaction(self, *, write: bool = True, sync: str = "commit") -> Iterator[Tx]:
@@ -528,14 +668,15 @@ class PostgresStore(StoreBackend):
         if self.in_transaction_on_this_thread():
             raise Internal("nested store transaction")
         with self.connection() as conn:
-            self._local.conn = conn
+            self._local.tx = tx = PostgresTx(self, conn, write)
             try:
-                with conn.transaction():
-                    if sync == "none":  # a heartbeat: losing one only shortens a lease
-                        conn.execute("SET LOCAL synchronous_commit = off")
-                    yield PostgresTx(self, conn, write)
+                if not write:
+                    yield tx
+                    return
+                with _pipelined_transaction(conn, sync):
+                    yield tx
             finally:
-                self._local.conn = None
+                self._local.tx = None
 
     def storage_check(self) -> list[str]:
         # The server checks its own pages (checksums, WAL); nothing is kept outside it.
