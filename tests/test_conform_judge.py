@@ -262,3 +262,48 @@ def test_a_log_out_of_real_time_order_or_lacking_a_checkpoint_is_found():
     assert missing == [] and inverted == [(0, 1)]
     missing, inverted, _ = log_order(acked, [one, three])
     assert missing == [two] and inverted == []
+
+
+def _frozen_taker_history(late_fence: int, late_start: float) -> list[dict]:
+    """c1 claims (fence 1) and is killed; c5's recover commits fence 2 but c5 is frozen
+    (SIGSTOP) before it answers; c5's lease expires and c4 recovers with fence 3, answered
+    before c5 thaws and answers. Then c6 recovers, invoked at `late_start`, and is granted
+    `late_fence`."""
+    dispatch = {"task_kind": KIND, "inputs": {"n": 0}, "output_schema": {}, "budget": {}}
+
+    def recover(i, t0, t1, proc, fence):
+        return [_event(i, t0, "invoke", "recover", proc,
+                       args={"handoff_id": H, "worker": f"{proc}.1", "ttl": 1.0}),
+                _event(i + 1, t1, "ok", "recover", proc, invoke=i,
+                       data={"handoff_id": H, "fence": fence, "last_checkpoint": None})]
+    return [
+        _event(0, 0.00, "invoke", "dispatch", "feeder", args=dispatch),
+        _event(1, 0.01, "ok", "dispatch", "feeder", invoke=0, data={"handoff_id": H}),
+        _event(2, 0.02, "invoke", "claim", "c1", args={"handoff_id": H, "worker": "c1.1",
+                                                        "ttl": 1.0}),
+        _event(3, 0.03, "ok", "claim", "c1", invoke=2,
+               data={"handoff_id": H, "fence": 1, "last_checkpoint": None}),
+        _event(4, 0.10, "kill", None, "c1", detail="SIGKILL c1"),
+        _event(5, 1.20, "invoke", "recover", "c5",
+               args={"handoff_id": H, "worker": "c5.1", "ttl": 1.0}),
+        _event(6, 1.25, "stop", None, "c5", detail="SIGSTOP c5"),
+        *recover(7, 2.50, 2.51, "c4", 3),
+        _event(9, 3.00, "cont", None, "c5", detail="SIGCONT c5"),
+        _event(10, 3.01, "ok", "recover", "c5", invoke=5,
+               data={"handoff_id": H, "fence": 2, "last_checkpoint": None}),
+        _event(11, late_start - 0.5, "kill", None, "c4", detail="SIGKILL c4"),
+        *recover(12, late_start, late_start + 0.01, "c6", late_fence),
+    ]
+
+
+@pytest.mark.covers("DHP-FEN-001", "DHP-FEN-002")
+def test_a_frozen_takers_late_answer_is_no_fence_going_backwards():
+    assert checkers.check_scenario(_frozen_taker_history(4, 5.0), ttl=1.0) == []
+
+
+@pytest.mark.covers("DHP-FEN-002")
+def test_a_lower_fence_granted_after_a_higher_one_was_answered_is_found():
+    findings = checkers.check_scenario(_frozen_taker_history(1, 5.0), ttl=1.0)
+    assert "history:fence-monotonic" in [f.check for f in findings], findings
+    assert all("DHP-FEN-002" in f.requirements for f in findings
+               if f.check == "history:fence-monotonic")

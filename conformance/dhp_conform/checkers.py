@@ -164,34 +164,43 @@ class _Context:
 
 
 def _acked_takes(ctx: _Context, h: str) -> list[Op]:
-    return sorted((op for op in ctx.of(h, *TAKES) if op.ok), key=lambda o: o.t1)
+    """Acknowledged takes in fence order. Not in answer order: a taker frozen between its
+    commit and its answer is answered after takes that came later and got higher fences."""
+    return sorted((op for op in ctx.of(h, *TAKES) if op.ok and isinstance(op.fence, int)),
+                  key=lambda o: (o.fence, o.t1))
 
 
 def _fences(ctx: _Context, h: str) -> list[Finding]:
-    """DHP-FEN-001/002/005: every acked take has a fresh fence, exactly one above the last."""
+    """DHP-FEN-001/002/005: every acked take has a fresh fence, exactly one above the last,
+    and a take that began after another was answered has a higher fence."""
     out = []
     takes = _acked_takes(ctx, h)
     unknown = [op for op in ctx.of(h, *TAKES) if op.outcome == "info"] + ctx.blind_takes(h)
     for a, b in zip(takes, takes[1:], strict=False):
         if b.fence == a.fence:
+            first, then = sorted((a, b), key=lambda o: o.t1)
             out.append(Finding("history:one-owner-per-fence", ["DHP-FEN-005", "DHP-FEN-002"],
-                               a.events + b.events,
+                               first.events + then.events,
                                f"Two takes of {h} were both granted fence {a.fence}: "
-                               f"{a.worker} and then {b.worker}. A fence names exactly one owner; "
-                               "the second take had to fail with conflict or get a new fence."))
-        elif b.fence < a.fence:
-            out.append(Finding("history:fence-monotonic", ["DHP-FEN-002"], a.events + b.events,
-                               f"{b.worker} was granted fence {b.fence} after {a.worker} had "
-                               f"been granted {a.fence}: fences of {h} went backwards."))
-        else:
-            between = sum(1 for u in unknown if u.t0 < b.t1 and u.t1 > a.t0)
-            if b.fence - a.fence > 1 + between:
-                out.append(Finding("history:fence-step", ["DHP-FEN-001"], a.events + b.events,
-                                   f"The fence of {h} jumped from {a.fence} to {b.fence} between "
-                                   f"two consecutive takes with {between} take(s) of unknown "
-                                   "outcome in flight: every claim or recover increments it by "
-                                   "exactly 1."))
-    if takes and not unknown and takes[0].fence is not None and takes[0].fence < 1:
+                               f"{first.worker} and then {then.worker}. A fence names exactly one "
+                               "owner; the second take had to fail with conflict or get a new "
+                               "fence."))
+            continue
+        between = sum(1 for u in unknown if u.t0 < b.t1 and u.t1 > a.t0)
+        if b.fence - a.fence > 1 + between:
+            out.append(Finding("history:fence-step", ["DHP-FEN-001"], a.events + b.events,
+                               f"The fence of {h} jumped from {a.fence} to {b.fence} between "
+                               f"two consecutive takes with {between} take(s) of unknown "
+                               "outcome in flight: every claim or recover increments it by "
+                               "exactly 1."))
+    # Real-time order: b invoked after a was answered must have the higher fence.
+    backwards = [(a, b) for a in takes for b in takes if a.t1 < b.t0 and b.fence < a.fence]
+    if backwards:
+        a, b = backwards[0]
+        out.append(Finding("history:fence-monotonic", ["DHP-FEN-002"], a.events + b.events,
+                           f"{b.worker} was granted fence {b.fence} after {a.worker} had "
+                           f"been granted {a.fence}: fences of {h} went backwards."))
+    if takes and not unknown and takes[0].fence < 1:
         out.append(Finding("history:fence-step", ["DHP-FEN-001"], takes[0].events,
                            f"The first take of {h} was granted fence {takes[0].fence}; fences "
                            "start at 1."))
