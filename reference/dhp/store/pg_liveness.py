@@ -12,10 +12,10 @@ session (postgres.SERVER_KEEPALIVES: idle 5 s, then 3 probes 1 s apart) end it a
 lock after about 8 s; until then the lease (5 s by default) decides, as for a hung owner.
 
 Even a clean death is seen a moment late: the server frees the lock when it has ended the
-session, a few milliseconds after the kill (tens under load). A take that finds the lock held
-while it has the owner's row locked (recover of a live lease) probes again for DYING_GRACE_S
-before it calls the owner alive, so a recover made just after the owner's death (after
-waitpid, say) succeeds; a refused recover of a live owner costs that much longer.
+session, a few milliseconds after the kill (tens under load), so a recover made at once may
+still be refused with `conflict`; the caller's next try takes it. (Waiting inside the take
+instead would hold the row locked, and every refused recover of a live owner would stall
+that owner's writes for as long.)
 
 The lock's connection is watched by a daemon thread that pings it every second. If it breaks
 (the server restarted, the session was terminated) the thread reconnects and takes the lock
@@ -39,10 +39,6 @@ from dhp.store.liveness import _TOKEN, incarnation
 
 PING_S = 1.0
 RETRY_S = 0.2
-# How long a take of a live lease keeps probing a held liveness lock, and how often: the
-# server frees a killed process's lock when it ends the session, a moment after the kill.
-DYING_GRACE_S = 0.1
-GRACE_STEP_S = 0.005
 
 
 def advisory_key(text: str) -> int:
@@ -166,20 +162,11 @@ class PgLiveness:
         probed = self.store.probed(token)
         if probed:
             return True
-        with self.store.connection() as conn:
-            if probed is None:
-                return conn.execute("SELECT pg_try_advisory_xact_lock(%s)",
-                                    (_key(token),)).fetchone()[0]
-            # The lock was held when this transaction locked the owner's row. A process
-            # killed a moment ago holds it until the server has ended its session (a few ms
-            # after the kill, more under load): probe again for a short grace before calling
-            # the owner alive. Only a take of a live lease waits (the row stays locked).
-            deadline = time.monotonic() + DYING_GRACE_S
-            while time.monotonic() < deadline:
-                if conn.execute("SELECT pg_try_advisory_xact_lock(%s) FROM pg_sleep(%s)",
-                                (_key(token), GRACE_STEP_S)).fetchone()[0]:
-                    return True
+        if probed is False:  # the lock was held when this transaction locked the row
             return False
+        with self.store.connection() as conn:
+            return conn.execute("SELECT pg_try_advisory_xact_lock(%s)",
+                                (_key(token),)).fetchone()[0]
 
     def tokens(self) -> list[str]:
         """The owners to probe: the incarnations holding claimed handoffs."""
