@@ -78,7 +78,9 @@ def init(out: Path) -> Path:
                       "excluded-modules = []\n"
                       'test-command = "false"\n'
                       "[cosmic-ray.distributor]\nname = \"local\"\n", encoding="utf-8")
-    subprocess.run([shutil.which("cosmic-ray") or "cosmic-ray", "init", str(config),
+    # the venv's own cosmic-ray, also when the venv is not on PATH
+    tool = Path(PY).parent / "cosmic-ray"
+    subprocess.run([str(tool) if tool.exists() else "cosmic-ray", "init", str(config),
                     str(session)], check=True)
     return session
 
