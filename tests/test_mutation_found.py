@@ -32,3 +32,55 @@ def test_the_depth_limit_counts_objects_as_well_as_arrays(tmp_path, objects):
         assert len(api.list_handoffs(store)) == 1
     finally:
         store.close()
+
+
+@pytest.mark.covers("DHP-TRN-017")
+def test_a_failed_group_commit_fails_only_its_own_requests(tmp_path, monkeypatch):
+    """Ingest commits the requests that queued up meanwhile together (group commit), and an
+    atomic one (a whole log) alone after them. When the shared transaction fails, its
+    requests get the error, and the atomic request queued behind them is still served: it
+    must neither get their error nor come back empty."""
+    import threading
+    import time
+
+    import dhp
+    from dhp.transport.file import STORED, Ingest
+
+    store = api.Store(tmp_path)
+    ingest = Ingest(store)
+    envs = [dhp.make_envelope(dhp.make_intent(KIND, {"n": n}, {})) for n in range(2)]
+    real, calls = store.transaction, []
+
+    def failing_once(*args, **kwargs):
+        calls.append(kwargs)
+        if len(calls) == 1:
+            raise OSError("disk full (injected)")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(store, "transaction", failing_once)
+    outcome: dict = {}
+
+    def apply(name, env, atomic):
+        try:
+            outcome[name] = ingest.apply([("envelope", env)], atomic=atomic)
+        except Exception as exc:  # noqa: BLE001 - the outcome under test
+            outcome[name] = exc
+
+    threads = [threading.Thread(target=apply, args=("shared", envs[0], False)),
+               threading.Thread(target=apply, args=("whole", envs[1], True))]
+    with ingest._lock:  # both queue up before either commits
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 30
+        while len(ingest._queue) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(ingest._queue) == 2
+    for t in threads:
+        t.join(30)
+    try:
+        assert isinstance(outcome["shared"], OSError)
+        assert outcome["whole"] == [STORED]
+        assert [h["handoff_id"] for h in api.list_handoffs(store)] == [envs[1]["handoff_id"]]
+    finally:
+        monkeypatch.undo()
+        store.close()

@@ -19,8 +19,9 @@ counted and left out (every module has `from __future__ import annotations`, so 
 equivalent).
 Survivors are triaged by hand in OUT/triage.json, {"job_id": "KIND: why"} with KIND
 `equivalent` (nothing observable changes: out of both denominators), `unspecified` (what
-changes is not fixed by the spec: out of the kit's denominator), `outside the adapter` (code
-only the reference's own commands run: out of the kit's denominator) or `missing check` /
+changes is not fixed by the spec: out of the kit's denominator), `beyond the kit` (only the
+reference's own commands or a fault inside the implementation reach it: out of the kit's
+denominator) or `missing check` /
 `missing test` (then added: `--recheck` runs the kit, or the module's test files, again).
 """
 
@@ -223,11 +224,12 @@ def summary(out: Path) -> dict:
 
     # equivalent: nothing observable changes; unspecified: something changes that the spec
     # does not fix (a message's wording, a log line, a default timeout, flow control), so
-    # the kit must not judge it, while the project's own tests may; outside the adapter:
-    # code only the reference's own commands run (its supervisor command's signal
-    # handling, say), which no adapter operation reaches, so only the tests can.
+    # the kit must not judge it, while the project's own tests may; beyond the kit: what
+    # only the reference's own commands run (its supervisor command's signal handling) or
+    # only a fault inside the implementation shows (a failed storage transaction), which
+    # no adapter operation reaches and the kit may not cause, so only the tests can.
     for_tests = [r for r in real if kind(r) != "equivalent"]
-    for_kit = [r for r in for_tests if kind(r) not in ("unspecified", "outside the adapter")]
+    for_kit = [r for r in for_tests if kind(r) not in ("unspecified", "beyond the kit")]
 
     def score(rows: list[dict], key: str) -> float:
         return round(100 * sum(r[key] == "killed" for r in rows) / max(len(rows), 1), 1)
@@ -243,7 +245,7 @@ def summary(out: Path) -> dict:
     return {**census, "mutants_run": len(results),
             "equivalent": len(real) - len(for_tests),
             "unspecified": sum(kind(r) == "unspecified" for r in for_tests),
-            "outside_the_adapter": sum(kind(r) == "outside the adapter" for r in for_tests),
+            "beyond_the_kit": sum(kind(r) == "beyond the kit" for r in for_tests),
             "kit_judged": len(for_kit), "kit_score": score(for_kit, "kit"),
             "tests_judged": len(for_tests), "tests_score": score(for_tests, "tests"),
             "tests_rechecked_by_whole_suite": sum(r.get("tests_scope") == "whole suite"
