@@ -3,8 +3,16 @@ each test here kills a mutant that the module's own test files let survive."""
 
 from __future__ import annotations
 
+import threading
+import time
+
+import dhp
 import pytest
 from dhp import InvalidInput, api
+from dhp.transport import server as net
+from dhp.transport.file import STORED, Ingest
+from dhp.transport.shipper import NetShipper, encode
+from transport_helpers import SECRET, envelope, records
 
 KIND = "mutation.found"
 
@@ -40,12 +48,6 @@ def test_a_failed_group_commit_fails_only_its_own_requests(tmp_path, monkeypatch
     atomic one (a whole log) alone after them. When the shared transaction fails, its
     requests get the error, and the atomic request queued behind them is still served: it
     must neither get their error nor come back empty."""
-    import threading
-    import time
-
-    import dhp
-    from dhp.transport.file import STORED, Ingest
-
     store = api.Store(tmp_path)
     ingest = Ingest(store)
     envs = [dhp.make_envelope(dhp.make_intent(KIND, {"n": n}, {})) for n in range(2)]
@@ -84,3 +86,27 @@ def test_a_failed_group_commit_fails_only_its_own_requests(tmp_path, monkeypatch
     finally:
         monkeypatch.undo()
         store.close()
+
+
+@pytest.mark.covers("DHP-TRN-002")
+def test_a_frame_of_exactly_an_odd_max_frame_is_shipped(tmp_path):
+    """A frame longer than the shipper's read chunk (1 MiB) is read whole, up to its LF, at
+    max_frame + 1 bytes: also for an odd max_frame, where max_frame | 1 would stop one byte
+    short and the frame would never leave the buffer."""
+    limit = 2 * 1024 * 1024 + 1  # odd
+    env = envelope()
+    base = records(env, 1)[0]
+    short = len(encode({"type": "checkpoint", "id": 1, "record": base})) - 1
+    (record,) = records(env, 1, pad=limit - short)
+    assert len(encode({"type": "checkpoint", "id": 1, "record": record})) - 1 == limit
+    with net.TransportServer(tmp_path / "peer", port=0, secret=SECRET,
+                             max_frame=4 * 1024 * 1024) as srv:
+        ship = NetShipper("127.0.0.1", srv.port, local_logpath=tmp_path / "buf.jsonl",
+                          secret=SECRET, max_frame=limit)
+        try:
+            assert ship.ship_checkpoint(env, record) == [0, 1]
+            assert ship.flush(60)
+            assert [r["hash"] for r in api.checkpoints(srv.store, env["handoff_id"])] \
+                == [record["hash"]]
+        finally:
+            ship.close()
