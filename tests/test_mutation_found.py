@@ -110,3 +110,91 @@ def test_a_frame_of_exactly_an_odd_max_frame_is_shipped(tmp_path):
                 == [record["hash"]]
         finally:
             ship.close()
+
+
+class _Counting:
+    """A socket that counts the bytes taken from it."""
+
+    def __init__(self, sock):
+        self.sock, self.taken = sock, 0
+
+    def recv(self, n: int) -> bytes:
+        data = self.sock.recv(n)
+        self.taken += len(data)
+        return data
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def gettimeout(self):
+        return self.sock.gettimeout()
+
+    def settimeout(self, timeout) -> None:
+        self.sock.settimeout(timeout)
+
+
+@pytest.mark.covers("DHP-TRN-002")
+def test_a_draining_read_takes_no_more_than_the_frame_bound(tmp_path):
+    """A complete frame, then a frame that does not end: the server's reader, also when it
+    drains what has arrived behind the complete frame, takes at most max_frame + 1 bytes of
+    the unfinished one from the socket before it refuses it (DHP-TRN-002)."""
+    import socket
+
+    limit = 64 * 1024
+    ours, theirs = socket.socketpair()
+
+    def send() -> None:
+        with theirs:
+            try:
+                theirs.sendall(b"x\n" + b"y" * (8 * limit))
+            except OSError:  # the reader refused and closed: what it took is what counts
+                pass
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    time.sleep(0.3)  # what the peer sent is waiting to be read
+    sock = _Counting(ours)
+    reader = net._Reader(sock, limit)
+    try:
+        with pytest.raises(net.FrameTooLarge):
+            while True:
+                reader.frames(drain=True)
+        assert sock.taken <= len(b"x\n") + limit + 1
+    finally:
+        ours.close()
+        sender.join(10)
+
+
+@pytest.mark.covers("DHP-LIM-007")
+def test_worker_ids_with_c0_del_or_c1_controls_are_refused_at_both_ends(tmp_path):
+    """Every control character, the ends of each range included, is refused; the first
+    character past them (U+00A0) is not."""
+    store = api.Store(tmp_path)
+    try:
+        hid = api.dispatch(store, KIND, {"n": 1}, {})
+        for c in ("\x00", "\x1f", "\x7f", "\x80", "\x9f"):
+            with pytest.raises(InvalidInput) as info:
+                api.claim(store, hid, f"w{c}")
+            assert info.value.requirement == "DHP-LIM-007", repr(c)
+        with api.claim(store, hid, "w\xa0", heartbeat_interval=0) as ctx:
+            assert ctx.fence == 1
+            ctx.release()
+    finally:
+        store.close()
+
+
+@pytest.mark.covers("DHP-LSE-007")
+def test_a_stalled_claim_is_orphaned_only_after_its_progress_timeout(tmp_path):
+    """The store accepts the supervisor's orphan of a live lease once the handoff has made
+    no progress for longer than its progress timeout, and not before."""
+    store = api.Store(tmp_path)
+    try:
+        hid = api.dispatch(store, KIND, {"n": 2}, {}, progress_timeout_s=0.3)
+        with api.claim(store, hid, "w1", ttl=60, heartbeat_interval=0):
+            with pytest.raises(dhp.Conflict):
+                api.orphan(store, hid)
+            time.sleep(0.45)
+            assert api.orphan(store, hid)
+            assert api.status(store, hid)["state"] == "orphaned"
+    finally:
+        store.close()

@@ -76,12 +76,18 @@ def _spend_total(ctx: Ctx, p) -> None:
 
 def _worker_ids(ctx: Ctx, p) -> None:
     hid = dispatch(ctx, p)
-    for worker, what in (("w\u0001", "a control character"), ("w" * 201, "201 characters")):
+    refused = [(f"w{c}", f"the control character U+{ord(c):04X}")
+               for c in ("\u0001", "\u001f", "\u007f", "\u0080", "\u009f")]
+    for worker, what in refused + [("w\ud800", "a lone surrogate"),
+                                   ("w" * 201, "201 characters")]:
         reply = p.call("claim", {"handoff_id": hid, "worker": worker})
         ctx.expect_code("DHP-LIM-007", reply, "invalid_input", f"a worker id with {what}")
     data = ctx.need(p.call("status", {"handoff_id": hid}), "status")
     ctx.expect("DHP-LIM-007", data["state"] == "pending" and data["fence"] == 0,
                f"a refused claim changed the handoff: {data['state']}, fence {data['fence']}")
+    edge = "\u00a0" + "w" * 199  # 200 characters, the first one just past the controls
+    ctx.expect_ok("DHP-LIM-007", p.call("claim", {"handoff_id": hid, "worker": edge}),
+                  "claim by a worker id of 200 characters starting with U+00A0")
 
 
 def largest_fence(ctx: Ctx) -> None:
