@@ -177,6 +177,7 @@ def recheck(out: Path, seed: int, jobs: int, whole_suite: bool,
     results = [json.loads(x) for x in path.read_text().splitlines() if x]
 
     def again(r: dict) -> dict:
+        r.setdefault("first", {"kit": r["kit"], "tests": r["tests"]})  # before any addition
         fresh = run_one(r, out, seed, kit=r["kit"] == "survived",
                         tests=None if r["tests"] != "survived" else
                         "suite" if whole_suite else "files")
@@ -231,8 +232,9 @@ def summary(out: Path) -> dict:
     for_tests = [r for r in real if kind(r) != "equivalent"]
     for_kit = [r for r in for_tests if kind(r) not in ("unspecified", "beyond the kit")]
 
-    def score(rows: list[dict], key: str) -> float:
-        return round(100 * sum(r[key] == "killed" for r in rows) / max(len(rows), 1), 1)
+    def score(rows: list[dict], key: str, first: bool = False) -> float:
+        killed = sum((r.get("first", r) if first else r)[key] == "killed" for r in rows)
+        return round(100 * killed / max(len(rows), 1), 1)
 
     per_module = {}
     for module in MODULES:
@@ -248,6 +250,9 @@ def summary(out: Path) -> dict:
             "beyond_the_kit": sum(kind(r) == "beyond the kit" for r in for_tests),
             "kit_judged": len(for_kit), "kit_score": score(for_kit, "kit"),
             "tests_judged": len(for_tests), "tests_score": score(for_tests, "tests"),
+            # the same before the checks and tests the survivors led to (--recheck)
+            "kit_score_first": score(for_kit, "kit", first=True),
+            "tests_score_first": score(for_tests, "tests", first=True),
             "tests_rechecked_by_whole_suite": sum(r.get("tests_scope") == "whole suite"
                                                   for r in for_tests),
             "kit_survivors": [r["job_id"] for r in for_kit if r["kit"] == "survived"],
