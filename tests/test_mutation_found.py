@@ -12,7 +12,7 @@ from dhp import InvalidInput, api
 from dhp.transport import server as net
 from dhp.transport.file import STORED, Ingest
 from dhp.transport.shipper import NetShipper, encode
-from transport_helpers import SECRET, envelope, records
+from transport_helpers import SECRET, RawClient, envelope, frame, records
 
 KIND = "mutation.found"
 
@@ -198,3 +198,19 @@ def test_a_stalled_claim_is_orphaned_only_after_its_progress_timeout(tmp_path):
             assert api.status(store, hid)["state"] == "orphaned"
     finally:
         store.close()
+
+
+@pytest.mark.covers("DHP-TRN-001")
+def test_a_bye_after_data_is_answered_with_bye_and_the_data_kept(tmp_path):
+    """The shipper's `{"type": "bye"}` ends the session cleanly: what came before it is
+    acknowledged and kept, the server answers bye and closes (no error frame)."""
+    env = envelope()
+    with net.TransportServer(tmp_path / "peer", port=0, secret=SECRET) as srv:
+        client = RawClient(srv.port)
+        try:
+            client.send(frame("envelope", 0, env), {"type": "bye"})
+            assert client.answers(2) == [{"type": "ack", "id": 0}, {"type": "bye"}]
+            assert client.closed()
+        finally:
+            client.close()
+        assert [h["handoff_id"] for h in api.list_handoffs(srv.store)] == [env["handoff_id"]]
