@@ -214,3 +214,20 @@ def test_a_bye_after_data_is_answered_with_bye_and_the_data_kept(tmp_path):
         finally:
             client.close()
         assert [h["handoff_id"] for h in api.list_handoffs(srv.store)] == [env["handoff_id"]]
+
+
+@pytest.mark.covers("DHP-TRN-027", "DHP-TRN-028")
+@pytest.mark.parametrize("fsync", [True, False])
+def test_a_new_log_file_is_durable_in_its_folder_before_shipping_returns(tmp_path,
+                                                                          monkeypatch, fsync):
+    """Creating a handoff's file links it into the folder: with fsync on (the default), the
+    folder is fsynced too before the ship call returns, or a power loss could lose the file
+    whose lines were reported shipped; with fsync off, it is not."""
+    import dhp.transport.file as file_transport
+
+    synced: list = []
+    monkeypatch.setattr(file_transport, "_fsync_dir", lambda folder: synced.append(folder))
+    env = envelope()
+    ship = file_transport.FileShipper(tmp_path / "shared", fsync=fsync)
+    ship.ship_checkpoint(env, records(env, 1)[0])
+    assert synced == ([tmp_path / "shared"] if fsync else [])
