@@ -170,7 +170,7 @@ def run_one(mutant: dict, out: Path, seed: int, kit: bool = True,
 
 
 def recheck(out: Path, seed: int, jobs: int, whole_suite: bool,
-            only: list[str] | None = None) -> None:
+            only: list[str] | None = None, tests_only: bool = False) -> None:
     """The kit again on its survivors and the module's test files on theirs (after a check or
     a test was added); with `whole_suite`, the whole pytest suite on the tests' survivors."""
     path = out / "results.jsonl"
@@ -178,7 +178,7 @@ def recheck(out: Path, seed: int, jobs: int, whole_suite: bool,
 
     def again(r: dict) -> dict:
         r.setdefault("first", {"kit": r["kit"], "tests": r["tests"]})  # before any addition
-        fresh = run_one(r, out, seed, kit=r["kit"] == "survived",
+        fresh = run_one(r, out, seed, kit=r["kit"] == "survived" and not tests_only,
                         tests=None if r["tests"] != "survived" else
                         "suite" if whole_suite else "files")
         r.update({k: v for k, v in fresh.items()
@@ -187,7 +187,8 @@ def recheck(out: Path, seed: int, jobs: int, whole_suite: bool,
               file=sys.stderr, flush=True)
         return r
 
-    todo = [r for r in results if "survived" in (r["kit"], r["tests"])
+    todo = [r for r in results if "survived" in ((r["tests"],) if tests_only
+                                                 else (r["kit"], r["tests"]))
             and (not only or r["job_id"] in only)]
     with ThreadPoolExecutor(jobs) as pool:
         fresh = {r["job_id"]: r for r in pool.map(again, todo)}
@@ -275,13 +276,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--recheck", action="store_true",
                    help="run the kit again on every mutant it let survive")
     p.add_argument("--job", action="append", help="with --recheck: only this job id")
+    p.add_argument("--tests-only", action="store_true",
+                   help="with --recheck: only the tests, on the mutants they let survive")
     p.add_argument("--whole-suite", action="store_true",
                    help="with --recheck: run the whole pytest suite on the tests' survivors")
     args = p.parse_args(argv)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     if args.recheck:
-        recheck(out, args.seed, args.jobs, args.whole_suite, args.job)
+        recheck(out, args.seed, args.jobs, args.whole_suite, args.job, args.tests_only)
     elif not args.report:
         session = init(out)
         found = [m for m in mutants(session) if args.only in (None, m["module"])]
