@@ -12,7 +12,7 @@ from dhp import InvalidInput, api
 from dhp.transport import server as net
 from dhp.transport.file import STORED, Ingest
 from dhp.transport.shipper import NetShipper, encode
-from transport_helpers import SECRET, RawClient, envelope, frame, records
+from transport_helpers import SECRET, RawClient, envelope, frame, records, result_record
 
 KIND = "mutation.found"
 
@@ -231,3 +231,41 @@ def test_a_new_log_file_is_durable_in_its_folder_before_shipping_returns(tmp_pat
     ship = file_transport.FileShipper(tmp_path / "shared", fsync=fsync)
     ship.ship_checkpoint(env, records(env, 1)[0])
     assert synced == ([tmp_path / "shared"] if fsync else [])
+
+
+@pytest.mark.covers("DHP-TRN-029", "DHP-RES-001")
+def test_a_shipped_log_with_a_result_is_ingested_with_it(tmp_path):
+    """The file transport carries a finished handoff: its header, checkpoints and result line
+    arrive at the peer as the envelope, the chain and the result."""
+    from dhp.transport.file import FileShipper, ingest_file, log_name
+
+    env = envelope()
+    recs = records(env, 2)
+    done = result_record(env, recs[-1])
+    FileShipper(tmp_path / "shared").ship_chain(env, recs, done)
+    peer = api.Store(tmp_path / "peer")
+    try:
+        got = ingest_file(peer, tmp_path / "shared" / log_name(env["handoff_id"]))
+        assert got["stored"] == 4 and got["handoff_id"] == env["handoff_id"]
+        assert api.status(peer, env["handoff_id"])["state"] == "completed"
+        assert api.result(peer, env["handoff_id"]) == {"n": 1}
+    finally:
+        peer.close()
+
+
+@pytest.mark.covers("DHP-CKP-008", "DHP-FEN-001")
+def test_the_integrity_check_accepts_a_fence_above_the_chains(tmp_path):
+    """A handoff taken again after its last checkpoint holds a fence above every fence in its
+    chain: that is sound, and the store's integrity check finds nothing."""
+    store = api.Store(tmp_path)
+    try:
+        hid = api.dispatch(store, KIND, {"n": 3}, {})
+        with api.claim(store, hid, "w1", heartbeat_interval=0) as ctx:
+            ctx.checkpoint({"step": 1})
+            ctx.release()
+        with api.claim(store, hid, "w2", heartbeat_interval=0) as ctx:
+            assert ctx.fence == 2
+            assert api.check_integrity(store) == []
+            ctx.release()
+    finally:
+        store.close()
