@@ -50,9 +50,10 @@ class Mismatch(Exception):
 
 
 class NotDetected(Mismatch):
-    """A take from a killed owner whose lease is live was refused with `conflict`, as by a
-    store that does not detect dead owners: a miss of the SHOULD `requirement` (DHP-LSE-005,
-    or DHP-SCH-005 for claim_next), not of the vector's MUSTs, which it leaves unjudged."""
+    """A take from a killed owner whose lease is live was refused with `conflict` (claim_next:
+    took nothing), as by a store that does not detect dead owners: a miss of the SHOULD
+    `requirement` (DHP-LSE-005, or DHP-SCH-005 for claim_next), not of the vector's MUSTs,
+    which it leaves unjudged."""
 
     def __init__(self, requirement: str, reason: str, replies: list):
         super().__init__(reason, replies)
@@ -60,12 +61,15 @@ class NotDetected(Mismatch):
 
 
 def _death_missed(op: str, reply: Reply, where: str, wanted: str) -> None:
-    """Raise NotDetected if `reply` is the answer of a store blind to the owner's death."""
-    if not reply.ok and reply.code == "conflict":
+    """Raise NotDetected if `reply` is the answer of a store blind to the owner's death: a
+    conflict, or for claim_next none taken."""
+    if not reply.ok and reply.code == "conflict" \
+            or op == "claim_next" and reply.ok and reply.data is None:
+        got = _got(reply) if not reply.ok else "none taken"
         raise NotDetected("DHP-SCH-005" if op == "claim_next" else "DHP-LSE-005",
                           f"{where}: the owner's process was SIGKILLed and its lease is live; "
                           f"expected {wanted} (its death detected through the liveness lock), "
-                          "got conflict, as from a store that waits for the lease", [reply])
+                          f"got {got}, as from a store that waits for the lease", [reply])
 
 
 class Bench:
