@@ -72,6 +72,11 @@ MUTANTS: list[dict] = [
      "old": "why = self._vacancy(row, now, mine)",
      "new": 'why = self._vacancy(row, now, mine) or "taken while another leads"',
      "suite": "supervisor", "expected_requirement": "DHP-SUP-009"},
+    # --- found by the cosmic-ray run: a lapsed own lease renewed instead of taken anew ------
+    {"name": "own-lapsed-leadership-renewed", "file": "supervisor.py",
+     "old": 'if mine and row["expires_at"] > now and row["fence"] == self.fence:',
+     "new": 'if mine and row["fence"] == self.fence:',
+     "suite": "supervisor", "only": "DHP-SUP-010", "expected_requirement": "DHP-SUP-010"},
     {"name": "dlq-entry-lost", "file": "api.py",
      "old": 'for row in operations.rows(store, state="dead_lettered")]',
      "new": 'for row in operations.rows(store, state="dead_lettered")][:-1]',

@@ -121,7 +121,7 @@ def test_there_are_enough_mutants():
 @pytest.mark.covers("DHP-FEN-001", "DHP-FEN-002", "DHP-FEN-003", "DHP-FEN-005", "DHP-FEN-006",
                     "DHP-CKP-004", "DHP-CKP-010", "DHP-BUD-001", "DHP-BUD-002", "DHP-BUD-003",
                     "DHP-BUD-006", "DHP-RES-002", "DHP-RES-003", "DHP-STM-002", "DHP-LSE-002",
-                    "DHP-SUP-002", "DHP-SUP-005", "DHP-SUP-006", "DHP-SUP-009")
+                    "DHP-SUP-002", "DHP-SUP-005", "DHP-SUP-006", "DHP-SUP-009", "DHP-SUP-010")
 def test_mutant_is_caught(mutant_runs, mutant):
     """Caught, and attributed: the first finding names the requirement the bug breaks, and
     the requirements named as failed stay few (later failures are consequences)."""

@@ -12,13 +12,17 @@ cosmic-ray's own `mutate_and_test` to a copy of that, and tested twice: by the k
 `python -m dhp.adapter` importing the copy) and by the pytest files that test the module. A
 mutant is killed when the command fails or times out; for the kit that includes a SHOULD-level
 finding (`--strict`: the kit reported the deviation). `--recheck` runs the kit again on the
-kit's survivors (after a check was added). Results go to OUT/results.jsonl (a rerun goes on
-where it stopped: finished mutants are not run again) and the summary, one line of JSON, to
-OUT/summary.json. Mutants inside type annotations are counted and left out (every module has
-`from __future__ import annotations`, so they are equivalent).
+kit's survivors and the test files on theirs (after a check or a test was added). Results go
+to OUT/results.jsonl (a rerun goes on where it stopped: finished mutants are not run again)
+and the summary, one line of JSON, to OUT/summary.json. Mutants inside type annotations are
+counted and left out (every module has `from __future__ import annotations`, so they are
+equivalent).
 Survivors are triaged by hand in OUT/triage.json, {"job_id": "KIND: why"} with KIND
 `equivalent` (nothing observable changes: out of both denominators), `unspecified` (what
-changes is not fixed by the spec: out of the kit's denominator) or `missing check`.
+changes is not fixed by the spec: out of the kit's denominator), `beyond the kit` (only the
+reference's own commands or a fault inside the implementation reach it: out of the kit's
+denominator) or `missing check` /
+`missing test` (then added: `--recheck` runs the kit, or the module's test files, again).
 """
 
 from __future__ import annotations
@@ -39,14 +43,16 @@ ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 
 # module -> (kit suites that exercise it, pytest files that test it)
-STORE = ("adapter vectors lifecycle fencing reach",
+STORE = ("adapter vectors lifecycle fencing limits schedule reach",
          "tests/test_store.py tests/test_fencing_vectors.py tests/test_lifecycle_vectors.py "
-         "tests/test_api.py tests/test_store_model.py")
-CHAIN = ("adapter vectors lifecycle reach",
+         "tests/test_api.py tests/test_store_model.py tests/test_hardening.py "
+         "tests/test_schedule.py tests/test_cli_edges.py tests/test_mutation_found.py")
+CHAIN = ("adapter vectors lifecycle limits reach",
          "tests/test_chain.py tests/test_identity.py tests/test_envelope.py tests/test_log.py "
-         "tests/test_api.py")
+         "tests/test_api.py tests/test_hardening.py tests/test_mutation_found.py")
 TRANSPORT = ("transport reach",
-             "tests/test_net.py tests/test_transport_file.py tests/test_ship_to.py")
+             "tests/test_net.py tests/test_transport_file.py tests/test_ship_to.py "
+             "tests/test_mutation_found.py")
 MODULES = {
     "core/machine.py": STORE,
     "core/operations.py": STORE,
@@ -55,7 +61,7 @@ MODULES = {
     "core/canonical.py": CHAIN,
     "core/envelope.py": CHAIN,
     "supervisor.py": ("supervisor reach", "tests/test_supervisor.py "
-                      "tests/test_supervisor_spec.py"),
+                      "tests/test_supervisor_spec.py tests/test_mutation_found.py"),
     "transport/server.py": TRANSPORT,
     "transport/shipper.py": TRANSPORT,
     "transport/file.py": TRANSPORT,
@@ -78,7 +84,9 @@ def init(out: Path) -> Path:
                       "excluded-modules = []\n"
                       'test-command = "false"\n'
                       "[cosmic-ray.distributor]\nname = \"local\"\n", encoding="utf-8")
-    subprocess.run([shutil.which("cosmic-ray") or "cosmic-ray", "init", str(config),
+    # the venv's own cosmic-ray, also when the venv is not on PATH
+    tool = Path(PY).parent / "cosmic-ray"
+    subprocess.run([str(tool) if tool.exists() else "cosmic-ray", "init", str(config),
                     str(session)], check=True)
     return session
 
@@ -125,9 +133,10 @@ def sample(all_mutants: list[dict], n: int | None, seed: int) -> list[dict]:
     return random.Random(seed).sample(all_mutants, n)
 
 
-def run_one(mutant: dict, out: Path, seed: int, tests: bool = True,
-            suite: bool = False) -> dict:
-    """Apply one mutant to a private copy and run the kit and the tests against it."""
+def run_one(mutant: dict, out: Path, seed: int, kit: bool = True,
+            tests: str | None = "files") -> dict:
+    """Apply one mutant to a private copy and run against it the kit and the tests (`tests`:
+    "files", the module's test files; "suite", the whole pytest suite; None, none)."""
     from cosmic_ray.mutating import mutate_and_test
     from cosmic_ray.work_item import MutationSpec
     work = Path(tempfile.mkdtemp(prefix="dhp-mut-"))
@@ -139,47 +148,54 @@ def run_one(mutant: dict, out: Path, seed: int, tests: bool = True,
                             end_pos=(mutant["line"], 1))
         suites, files = MODULES[mutant["module"]]
         env = f"env PYTHONPATH={work}"  # both commands, and the adapters, import the copy
-        kit = (f"{env} {PY} -m dhp_conform --impl '{PY} -m dhp.adapter' --quick --strict "
-               f"--seed {seed} " + " ".join(f"--suite {s}" for s in suites.split())
-               + f" --history {work}/run")
-        paths = str(ROOT / "tests") if suite else " ".join(str(ROOT / t) for t in files.split())
+        conform = (f"{env} {PY} -m dhp_conform --impl '{PY} -m dhp.adapter' --quick --strict "
+                   f"--seed {seed} " + " ".join(f"--suite {s}" for s in suites.split())
+                   + f" --history {work}/run")
+        paths = str(ROOT / "tests") if tests == "suite" else \
+            " ".join(str(ROOT / t) for t in files.split())
         pytest = f"{env} {PY} -m pytest -x -q -p no:cacheprovider --rootdir {ROOT} {paths}"
-        if suite:  # the whole pytest suite only
-            return dict(mutant, tests=_outcome(mutate_and_test([spec], pytest, 4 * TEST_TIMEOUT)))
-        by_kit = mutate_and_test([spec], kit, KIT_TIMEOUT)
-        result = dict(mutant, diff=by_kit.diff, kit=_outcome(by_kit),
-                      kit_output=_tail(by_kit.output))
+        result = dict(mutant)
+        if kit:
+            by_kit = mutate_and_test([spec], conform, KIT_TIMEOUT)
+            result.update(diff=by_kit.diff, kit=_outcome(by_kit),
+                          kit_output=_tail(by_kit.output))
         if tests:
-            result["tests"] = _outcome(mutate_and_test([spec], pytest, TEST_TIMEOUT))
+            timeout = TEST_TIMEOUT * (4 if tests == "suite" else 1)
+            result["tests"] = _outcome(mutate_and_test([spec], pytest, timeout))
+            if tests == "suite":
+                result["tests_scope"] = "whole suite"
         return result
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 def recheck(out: Path, seed: int, jobs: int, whole_suite: bool,
-            only: list[str] | None = None) -> None:
-    """The kit again on its survivors; with `whole_suite`, also the whole pytest suite (not
-    only the module's files) on the tests' survivors."""
+            only: list[str] | None = None, tests_only: bool = False) -> None:
+    """The kit again on its survivors and the module's test files on theirs (after a check or
+    a test was added); with `whole_suite`, the whole pytest suite on the tests' survivors."""
     path = out / "results.jsonl"
     results = [json.loads(x) for x in path.read_text().splitlines() if x]
 
     def again(r: dict) -> dict:
-        if r["kit"] == "survived":
-            r.update({k: v for k, v in run_one(r, out, seed, tests=False).items()
-                      if k in ("kit", "kit_output")})
-        if whole_suite and r["tests"] == "survived":
-            r["tests"] = run_one(dict(r), out, seed, tests=True, suite=True)["tests"]
-            r["tests_scope"] = "whole suite"
+        r.setdefault("first", {"kit": r["kit"], "tests": r["tests"]})  # before any addition
+        fresh = run_one(r, out, seed, kit=r["kit"] == "survived" and not tests_only,
+                        tests=None if r["tests"] != "survived" else
+                        "suite" if whole_suite else "files")
+        r.update({k: v for k, v in fresh.items()
+                  if k in ("kit", "kit_output", "tests", "tests_scope")})
         print(f"{r['module']}:{r['line']} {r['operator']}: kit {r['kit']}, tests {r['tests']}",
               file=sys.stderr, flush=True)
         return r
 
-    todo = [r for r in results if (r["kit"] == "survived"
-                                   or whole_suite and r["tests"] == "survived")
+    todo = [r for r in results if "survived" in ((r["tests"],) if tests_only
+                                                 else (r["kit"], r["tests"]))
             and (not only or r["job_id"] in only)]
     with ThreadPoolExecutor(jobs) as pool:
-        list(pool.map(again, todo))
-    path.write_text("".join(json.dumps(r) + "\n" for r in results), encoding="utf-8")
+        fresh = {r["job_id"]: r for r in pool.map(again, todo)}
+    # read again: a sampling run may have appended results meanwhile
+    now = [json.loads(x) for x in path.read_text().splitlines() if x]
+    path.write_text("".join(json.dumps(fresh.get(r["job_id"], r)) + "\n" for r in now),
+                    encoding="utf-8")
 
 
 def _outcome(result) -> str:
@@ -210,12 +226,16 @@ def summary(out: Path) -> dict:
 
     # equivalent: nothing observable changes; unspecified: something changes that the spec
     # does not fix (a message's wording, a log line, a default timeout, flow control), so
-    # the kit must not judge it, while the project's own tests may.
+    # the kit must not judge it, while the project's own tests may; beyond the kit: what
+    # only the reference's own commands run (its supervisor command's signal handling) or
+    # only a fault inside the implementation shows (a failed storage transaction), which
+    # no adapter operation reaches and the kit may not cause, so only the tests can.
     for_tests = [r for r in real if kind(r) != "equivalent"]
-    for_kit = [r for r in for_tests if kind(r) != "unspecified"]
+    for_kit = [r for r in for_tests if kind(r) not in ("unspecified", "beyond the kit")]
 
-    def score(rows: list[dict], key: str) -> float:
-        return round(100 * sum(r[key] == "killed" for r in rows) / max(len(rows), 1), 1)
+    def score(rows: list[dict], key: str, first: bool = False) -> float:
+        killed = sum((r.get("first", r) if first else r)[key] == "killed" for r in rows)
+        return round(100 * killed / max(len(rows), 1), 1)
 
     per_module = {}
     for module in MODULES:
@@ -227,9 +247,13 @@ def summary(out: Path) -> dict:
         if (out / "census.json").exists() else {}
     return {**census, "mutants_run": len(results),
             "equivalent": len(real) - len(for_tests),
-            "unspecified": len(for_tests) - len(for_kit),
+            "unspecified": sum(kind(r) == "unspecified" for r in for_tests),
+            "beyond_the_kit": sum(kind(r) == "beyond the kit" for r in for_tests),
             "kit_judged": len(for_kit), "kit_score": score(for_kit, "kit"),
             "tests_judged": len(for_tests), "tests_score": score(for_tests, "tests"),
+            # the same before the checks and tests the survivors led to (--recheck)
+            "kit_score_first": score(for_kit, "kit", first=True),
+            "tests_score_first": score(for_tests, "tests", first=True),
             "tests_rechecked_by_whole_suite": sum(r.get("tests_scope") == "whole suite"
                                                   for r in for_tests),
             "kit_survivors": [r["job_id"] for r in for_kit if r["kit"] == "survived"],
@@ -252,13 +276,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--recheck", action="store_true",
                    help="run the kit again on every mutant it let survive")
     p.add_argument("--job", action="append", help="with --recheck: only this job id")
+    p.add_argument("--tests-only", action="store_true",
+                   help="with --recheck: only the tests, on the mutants they let survive")
     p.add_argument("--whole-suite", action="store_true",
                    help="with --recheck: run the whole pytest suite on the tests' survivors")
     args = p.parse_args(argv)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     if args.recheck:
-        recheck(out, args.seed, args.jobs, args.whole_suite, args.job)
+        recheck(out, args.seed, args.jobs, args.whole_suite, args.job, args.tests_only)
     elif not args.report:
         session = init(out)
         found = [m for m in mutants(session) if args.only in (None, m["module"])]

@@ -107,9 +107,11 @@ class Ctx:
         self.judged.add(result["requirement"])
         self.run.results.append(result)
 
-    def not_run(self, requirement: str, reason: str, evidence: Any = None) -> None:
+    def not_run(self, requirement: str, reason: str, evidence: Any = None,
+                label: str | None = None) -> None:
         """The check could not judge this requirement: neither a pass nor a failure."""
-        self._add({"requirement": requirement, "check": self.check.id, "status": "NOT_RUN",
+        self._add({"requirement": requirement, "check": label or self.check.id,
+                   "status": "NOT_RUN",
                    "reason": f"could not run: {reason}",
                    **({} if evidence is None else {"evidence": evidence})})
 

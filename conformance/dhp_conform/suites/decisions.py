@@ -50,6 +50,29 @@ class Mismatch(Exception):
     """The implementation's answer differs from the vector's; args: reason, replies."""
 
 
+class NotDetected(Mismatch):
+    """A take from a killed owner whose lease is live was refused with `conflict` (claim_next:
+    took nothing), as by a store that does not detect dead owners: a miss of the SHOULD
+    `requirement` (DHP-LSE-005, or DHP-SCH-005 for claim_next), not of the vector's MUSTs,
+    which it leaves unjudged."""
+
+    def __init__(self, requirement: str, reason: str, replies: list):
+        super().__init__(reason, replies)
+        self.requirement = requirement
+
+
+def _death_missed(op: str, reply: Reply, where: str, wanted: str) -> None:
+    """Raise NotDetected if `reply` is the answer of a store blind to the owner's death: a
+    conflict, or for claim_next none taken."""
+    if not reply.ok and reply.code == "conflict" \
+            or op == "claim_next" and reply.ok and reply.data is None:
+        got = _got(reply) if not reply.ok else "none taken"
+        raise NotDetected("DHP-SCH-005" if op == "claim_next" else "DHP-LSE-005",
+                          f"{where}: the owner's process was SIGKILLed and its lease is live; "
+                          f"expected {wanted} (its death detected through the liveness lock), "
+                          f"got {got}, as from a store that waits for the lease", [reply])
+
+
 class Bench:
     """One manual-clock scenario that many vectors share."""
 
@@ -125,6 +148,14 @@ def _record_outcome(ctx: Ctx, vector: dict, run) -> None:
     label = vector["id"]
     try:
         run()  # Unreachable passes through: the caller counts it
+    except NotDetected as exc:
+        reason, replies = exc.args
+        ctx.record(exc.requirement, False, f"{label} ({vector['description']}): {reason}",
+                   ctx.evidence(*replies), label=label)
+        for rid in vector["requirements"]:
+            if rid != exc.requirement:
+                ctx.not_run(rid, f"{label} could not go on: {reason}", label=label)
+        return
     except Mismatch as exc:
         reason, replies = exc.args[0], exc.args[1] if len(exc.args) > 1 else []
         for rid in vector["requirements"]:
@@ -159,6 +190,7 @@ def _trace(bench: Bench, vector: dict) -> None:
         raise Unreachable("a step recovers from a dead owner (owner_dead), which needs the "
                           "feature liveness")
     bench.next_vector()
+    held_until = None  # a lease of a process the kit killed is live at least until then
     for i, step in enumerate(steps):
         where = f"step {i} ({step['op']} at {step['at']})"
         proc = bench.doomed() if i in dying else bench.main
@@ -179,7 +211,11 @@ def _trace(bench: Bench, vector: dict) -> None:
             reply = proc.call(name, {"handoff_id": hid})
         if i in dying:
             bench.kill(proc)
+            held_until = step["at"] + ttl
         expect = step["expect"]
+        if step.get("owner_dead") and expect.get("error") != "conflict" \
+                and held_until is not None and step["at"] < held_until:
+            _death_missed(name, reply, where, expect.get("error", "ok"))
         if "error" in expect:
             if reply.ok or reply.code != expect["error"]:
                 raise Mismatch(f"{where}: expected {expect['error']}, got {_got(reply)}",
@@ -355,6 +391,9 @@ def _decision(bench: Bench, vector: dict) -> None:
     else:
         reply = bench.main.call(name, {"handoff_id": hid})
     where = f"{name} at {now}"
+    if op.get("owner_dead") and expected.get("error") != "conflict" \
+            and r["state"] == "claimed" and (r["lease_expires_at"] or 0) > now:
+        _death_missed(name, reply, where, expected.get("error", "accept"))
     if expected["outcome"] == "accept" and not reply.ok:
         raise Mismatch(f"{where}: expected accept, got {_got(reply)}", [reply])
     if expected["outcome"] == "reject" and (reply.ok or reply.code != expected["error"]):

@@ -208,6 +208,15 @@ def _import_checks(ctx: Ctx, text: str, states: list) -> None:
         if reply.ok:
             ctx.record("DHP-SEC-001", False, f"a log with a {what} record was imported",
                        ctx.evidence(reply))
+    for field, bad in (("seq", "text"), ("fence", True), ("seq", None)):
+        wrong = json.loads(lines[2])
+        wrong["record"][field] = str(wrong["record"][field]) if bad == "text" else bad
+        path = sc.data.parent / f"{sc.name}-{field}-{bad}.jsonl"
+        path.write_text("".join(lines[:2] + [json.dumps(wrong) + "\n"] + lines[3:]),
+                        encoding="utf-8")
+        ctx.expect_code("DHP-CKP-001", p.call("import_log", {"path": str(path)}),
+                        "invalid_input", f"import of a log whose checkpoint has the {field} "
+                        f"{wrong['record'][field]!r}, not an integer")
     intact = sc.data.parent / f"{sc.name}-intact.jsonl"
     intact.write_text("".join(lines[:-1]), encoding="utf-8")  # without the result: resumable
     reply = p.call("import_log", {"path": str(intact)})
@@ -348,7 +357,8 @@ CHECKS = [
     Check("lifecycle", "log-roundtrip", ["DHP-LOG-007", "DHP-CKP-008", "DHP-LOG-008",
                                          "DHP-LOG-001", "DHP-LOG-002", "DHP-LOG-003",
                                          "DHP-LOG-004", "DHP-ENV-002", "DHP-SEC-001",
-                                         "DHP-CKP-003", "DHP-CKP-004", "DHP-CKP-005"],
+                                         "DHP-CKP-003", "DHP-CKP-004", "DHP-CKP-005",
+                                         "DHP-CKP-001"],
           log_roundtrip, feature="export_log"),
     Check("lifecycle", "claim-next-order", ["DHP-STM-009", "DHP-STM-010", "DHP-STM-011",
                                             "DHP-STM-012"], claim_next_order,

@@ -13,10 +13,11 @@ MiB = 1024 * 1024
 MAX_SAFE = 2**53 - 1
 
 
-def _nested(depth: int) -> object:
+def _nested(depth: int, objects: bool = False) -> object:
+    """A value `depth` containers deep: arrays, or objects (`{"k": ...}`)."""
     value: object = 0
     for _ in range(depth):
-        value = [value]
+        value = {"k": value} if objects else [value]
     return value
 
 
@@ -40,9 +41,13 @@ def _sizes_and_depth(ctx: Ctx, p) -> None:
     ctx.expect_code("DHP-LIM-003", reply, "invalid_input", "dispatch of 4 MiB + 1 KiB of inputs")
     unknown = p.call("status", {"handoff_id": oracle.handoff_id(oracle.intent_of(big))})
     ctx.expect_code("DHP-LIM-003", unknown, "not_found", "status of the refused dispatch")
-    deep = dict(big, inputs={"deep": _nested(128)})
-    ctx.expect_code("DHP-LIM-004", p.call("dispatch", deep), "invalid_input",
-                    "dispatch of inputs nested 129 levels deep")
+    for objects, kind in ((False, "arrays"), (True, "objects")):
+        deep = dict(big, inputs={"deep": _nested(128, objects)})
+        ctx.expect_code("DHP-LIM-004", p.call("dispatch", deep), "invalid_input",
+                        f"dispatch of inputs nested 129 levels deep ({kind})")
+        edge = dict(big, inputs={"deep": _nested(127, objects), "n": ctx.rng.random()})
+        ctx.expect_ok("DHP-LIM-001", p.call("dispatch", edge),
+                      f"dispatch of inputs nested exactly 128 levels deep ({kind}), the limit")
     hid = dispatch(ctx, p)
     fence = ctx.need(take(ctx, p, hid), "claim")["fence"]
     over = write(p, "checkpoint", hid, fence, state={"pad": "x" * (4 * MiB + 1024)})
@@ -71,12 +76,18 @@ def _spend_total(ctx: Ctx, p) -> None:
 
 def _worker_ids(ctx: Ctx, p) -> None:
     hid = dispatch(ctx, p)
-    for worker, what in (("w\u0001", "a control character"), ("w" * 201, "201 characters")):
+    refused = [(f"w{c}", f"the control character U+{ord(c):04X}")
+               for c in ("\u0001", "\u001f", "\u007f", "\u0080", "\u009f")]
+    for worker, what in refused + [("w\ud800", "a lone surrogate"),
+                                   ("w" * 201, "201 characters")]:
         reply = p.call("claim", {"handoff_id": hid, "worker": worker})
         ctx.expect_code("DHP-LIM-007", reply, "invalid_input", f"a worker id with {what}")
     data = ctx.need(p.call("status", {"handoff_id": hid}), "status")
     ctx.expect("DHP-LIM-007", data["state"] == "pending" and data["fence"] == 0,
                f"a refused claim changed the handoff: {data['state']}, fence {data['fence']}")
+    edge = "\u00a0" + "w" * 199  # 200 characters, the first one just past the controls
+    ctx.expect_ok("DHP-LIM-007", p.call("claim", {"handoff_id": hid, "worker": edge}),
+                  "claim by a worker id of 200 characters starting with U+00A0")
 
 
 def largest_fence(ctx: Ctx) -> None:
