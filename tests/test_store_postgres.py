@@ -342,3 +342,32 @@ def test_a_fenced_write_and_a_recover_are_two_round_trips(url, tmp_path):
     with store._pool_here().connection() as conn:
         conn.pgconn.untrace()
     store.close()
+
+
+@pytest.mark.covers("DHP-SRV-009")
+def test_a_client_paused_inside_a_write_transaction_loses_its_row_lock(url):
+    """A process SIGSTOPped while its write transaction holds a handoff's row lock (between
+    reading the row and writing it) must not keep the lock: the server ends its session as
+    idle in a transaction, and another process's write of that handoff goes through. With
+    the lock kept, the write would wait out the statement timeout and fail unavailable."""
+    store = dhp.Store(url)
+    hid = dhp.dispatch(store, "pg.paused", {}, {})
+    holder = subprocess.Popen(
+        [sys.executable, "-c", (
+            "import sys, time, dhp\n"
+            "store = dhp.Store(sys.argv[1])\n"
+            "with store.transaction() as tx:\n"
+            "    tx.get(sys.argv[2])\n"
+            "    print('locked', flush=True)\n"
+            "    time.sleep(3600)\n"), url, hid],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        os.kill(holder.pid, signal.SIGSTOP)
+        ctx = dhp.claim(store, hid, "w", heartbeat_interval=0)  # waits for the row lock
+        assert ctx.fence == 1
+        ctx.release()
+    finally:
+        holder.kill()
+        holder.wait()
+    store.close()

@@ -238,16 +238,33 @@ class PostgresTx(Tx):
         # owner token -> whether its liveness lock was free when probed with its row lock
         # (PgLiveness.owner_dead); a free lock stays this transaction's until it ends.
         self.probes: dict[str, bool] = {}
+        self.pipeline: psycopg.Pipeline | None = None  # set for a write transaction
+        self._unsynced = False
 
     def _execute(self, sql: str, args: Any = None) -> psycopg.Cursor:
         self.clock_at_lock = None
+        self._unsynced = self.pipeline is not None
         return self.conn.execute(sql.replace("{s}", self.s), args)
 
+    def _sync(self) -> None:
+        """Before a write transaction reads a result: a Sync, not the flush a pipelined fetch
+        sends. Only after a Sync does the server count the time until the client's next
+        statement as idle in a transaction, so that a client paused while it holds row locks
+        is ended by idle_in_transaction_session_timeout (DHP-SRV-009); after a flush it
+        would wait for it, locks held, for ever. Same round trip: the results come with it."""
+        if self._unsynced:
+            self._unsynced = False
+            self.pipeline.sync()
+
     def _all(self, sql: str, args: Any = None) -> list[tuple]:
-        return self._execute(sql, args).fetchall()
+        cur = self._execute(sql, args)
+        self._sync()
+        return cur.fetchall()
 
     def _one(self, sql: str, args: Any = None) -> tuple | None:
-        return self._execute(sql, args).fetchone()
+        cur = self._execute(sql, args)
+        self._sync()
+        return cur.fetchone()
 
     def _select(self, envelope: bool = True) -> str:
         cols = ", ".join("NULL" if not envelope and c in ("envelope", "result") else c
@@ -268,6 +285,7 @@ class PostgresTx(Tx):
                             "WHERE id = %s FOR UPDATE) AS locked", (handoff_id,))
         self._links[handoff_id] = (self.conn.execute(_LINKS.replace("{s}", self.s),
                                                      (envelope, handoff_id)), envelope)
+        self._sync()
         found = cur.fetchone()
         if found is None:
             return None
@@ -297,6 +315,7 @@ class PostgresTx(Tx):
     def _links_of(self, handoff_id: str, record: bool) -> list[tuple]:
         cached, with_record = self._links.get(handoff_id, (None, False))
         if cached is not None and not isinstance(cached, list):
+            self._sync()
             cached = cached.fetchall()  # arrived with the row
             self._links[handoff_id] = (cached, with_record)
         if cached is None or record and not with_record:
@@ -489,17 +508,17 @@ class PostgresTx(Tx):
 
 
 @contextmanager
-def _pipelined_transaction(conn: psycopg.Connection, sync: str) -> Iterator[None]:
+def _pipelined_transaction(conn: psycopg.Connection, sync: str) -> Iterator[psycopg.Pipeline]:
     """BEGIN ... COMMIT in pipeline mode: BEGIN goes out with the first statement and COMMIT
     with the last writes, in one round trip, whose answer is the acknowledgement. (Not
     conn.transaction(): inside a pipeline it syncs after BEGIN, one round trip more.)"""
     try:
-        with conn.pipeline():
+        with conn.pipeline() as pipeline:
             conn.execute("BEGIN")
             if sync == "none":  # a heartbeat: losing one only shortens a lease
                 conn.execute("SET LOCAL synchronous_commit = off")
             try:
-                yield
+                yield pipeline
             except BaseException:
                 _roll_back(conn)  # sent with the sync at the pipeline's end
                 raise
@@ -673,7 +692,7 @@ class PostgresStore(StoreBackend):
                 if not write:
                     yield tx
                     return
-                with _pipelined_transaction(conn, sync):
+                with _pipelined_transaction(conn, sync) as tx.pipeline:
                     yield tx
             finally:
                 self._local.tx = None
