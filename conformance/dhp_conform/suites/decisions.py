@@ -101,9 +101,10 @@ class Bench:
         self.sc.kill(proc)
 
     def take_from_dead(self, proc: Proc, name: str, args: dict) -> Reply:
-        """A take that a vector says finds its owner dead, which the kit has just SIGKILLed. A
-        store may learn of a death a moment later (a server store sees the dead client's
-        session end), and DHP-ADP-014 gives it until the adapter's declared
+        """A take that a vector says finds its owner dead (the kit has just SIGKILLed it), whose
+        outcome (accepted, or refused for a reason of its own such as an exhausted budget)
+        rests on that death. A store may learn of a death a moment later (a server store sees
+        the dead client's session end), and DHP-ADP-014 gives it until the adapter's declared
         `recovery_bound_s`: retry a take that found nothing (a refusal changes nothing,
         DHP-STM-003) until then, about every 20 ms. With no bound declared, one try."""
         bound = (self.ctx.run.harness.hello or {}).get("recovery_bound_s")
@@ -203,7 +204,7 @@ def _trace(bench: Bench, vector: dict) -> None:
             args = {"task_kinds": [intent["task_kind"]]} if name == "claim_next" \
                 else {"handoff_id": hid}
             args.update(worker=step["worker"], ttl=ttl)
-            dead = step.get("owner_dead") and "error" not in step["expect"]
+            dead = step.get("owner_dead") and step["expect"].get("error") != "conflict"
             reply = bench.take_from_dead(proc, name, args) if dead else proc.call(name, args)
         elif name in WRITES:
             reply = proc.call(name, _write_args(hid, name, step, ttl))
@@ -383,7 +384,7 @@ def _decision(bench: Bench, vector: dict) -> None:
     name = op["name"]
     if name in TAKES:
         args = {"handoff_id": hid, "worker": op["worker"], "ttl": op["ttl"]}
-        dead = op.get("owner_dead") and expected["outcome"] == "accept"
+        dead = op.get("owner_dead") and expected.get("error") != "conflict"
         reply = bench.take_from_dead(bench.main, name, args) if dead \
             else bench.main.call(name, args)
     elif name in WRITES:
