@@ -176,6 +176,14 @@ def _fences(ctx: _Context, h: str) -> list[Finding]:
     out = []
     takes = _acked_takes(ctx, h)
     unknown = [op for op in ctx.of(h, *TAKES) if op.outcome == "info"] + ctx.blind_takes(h)
+    # Real-time order first: b invoked after a was answered must have the higher fence (a
+    # fence handed out again is then first of all a fence going backwards).
+    backwards = [(a, b) for a in takes for b in takes if a.t1 < b.t0 and b.fence < a.fence]
+    if backwards:
+        a, b = backwards[0]
+        out.append(Finding("history:fence-monotonic", ["DHP-FEN-002"], a.events + b.events,
+                           f"{b.worker} was granted fence {b.fence} after {a.worker} had "
+                           f"been granted {a.fence}: fences of {h} went backwards."))
     for a, b in zip(takes, takes[1:], strict=False):
         if b.fence == a.fence:
             first, then = sorted((a, b), key=lambda o: o.t1)
@@ -193,13 +201,6 @@ def _fences(ctx: _Context, h: str) -> list[Finding]:
                                f"two consecutive takes with {between} take(s) of unknown "
                                "outcome in flight: every claim or recover increments it by "
                                "exactly 1."))
-    # Real-time order: b invoked after a was answered must have the higher fence.
-    backwards = [(a, b) for a in takes for b in takes if a.t1 < b.t0 and b.fence < a.fence]
-    if backwards:
-        a, b = backwards[0]
-        out.append(Finding("history:fence-monotonic", ["DHP-FEN-002"], a.events + b.events,
-                           f"{b.worker} was granted fence {b.fence} after {a.worker} had "
-                           f"been granted {a.fence}: fences of {h} went backwards."))
     if takes and not unknown and takes[0].fence < 1:
         out.append(Finding("history:fence-step", ["DHP-FEN-001"], takes[0].events,
                            f"The first take of {h} was granted fence {takes[0].fence}; fences "
