@@ -208,14 +208,16 @@ TAKEOVER_PASSES = 40  # supervisor passes (0.25 s apart) the kit waits for an or
 
 
 def take_over(ctx: Ctx, proc: Any, hid: str, op: str, what: str,
-              requirement: str = "DHP-LSE-003", supervisor: Any = None) -> dict:
+              requirement: str = "DHP-LSE-003", supervisor: Any = None,
+              **extra: Any) -> dict:
     """`op` (claim or recover) on a handoff whose lease has expired: it must be granted
     (`requirement`). When the implementation refuses it, that is judged, and the kit takes
     the handoff over another way the implementation declares (its supervisor orphans the
     expired lease, then claim or recover), so that the safety checks after the takeover still
     run; they are judged afresh, not as consequences of the refusal. `supervisor` is the
-    process whose passes to use (default: one the kit adds to the scenario)."""
-    reply = take(ctx, proc, hid, op)
+    process whose passes to use (default: one the kit adds to the scenario); `extra`, more
+    arguments of the take (a ttl)."""
+    reply = take(ctx, proc, hid, op, **extra)
     if ctx.expect(requirement, reply.ok, f"{what}: refused ({reply.code or reply.unknown}), "
                   "though the lease has expired, so the handoff is orphaned for every "
                   "decision", reply):
@@ -233,7 +235,7 @@ def take_over(ctx: Ctx, proc: Any, hid: str, op: str, what: str,
         time.sleep(0.25)
     tried = []
     for way in dict.fromkeys((op, "recover", "claim")):
-        again = take(ctx, proc, hid, way)
+        again = take(ctx, proc, hid, way, **extra)
         tried.append(f"{way}: {again.code or again.unknown}" if not again.ok else way)
         if again.ok:
             sc.harness.notes.append(f"{ctx.check.id}: {what} was refused; the kit took the "

@@ -16,7 +16,9 @@ def stale_fence(ctx: Ctx) -> None:
     old = ctx.need(take(ctx, p, hid), "claim")["fence"]
     ctx.need(write(p, "checkpoint", hid, old, state=state_mark(ctx, "p1")), "checkpoint")
     time.sleep(ttl + 0.1)
-    new = take_over(ctx, q, hid, "claim", "claim after expiry")["fence"]
+    # The new owner's lease is long: its own writes below must not race a 0.5 s lease on a
+    # slow machine (only p's lease is meant to expire).
+    new = take_over(ctx, q, hid, "claim", "claim after expiry", ttl=30.0)["fence"]
     ctx.expect("DHP-FEN-002", new > old, f"the new owner's fence {new} is not above {old}")
     for op, extra in (("heartbeat", {}), ("checkpoint", {"state": state_mark(ctx, "stale")}),
                       ("complete", {"result": {"total": 1}}), ("release", {})):
