@@ -225,6 +225,10 @@ def test_intent_verdicts_shared_across_inputs_still_refuse_bad_intents(monkeypat
                            ({"n": 3}, {"max_attempts": 2, "bogus": 1})):
         with pytest.raises(dhp.InvalidInput):
             make_intent("cache.k", inputs, {"type": "object"}, budget)
+    for _ in range(2):  # the output schema is judged with the rest; a refusal is not cached
+        with pytest.raises(dhp.InvalidInput, match="output_schema") as refused:
+            make_intent("cache.k", {"n": 1}, {"type": "no-such-type"}, {"max_attempts": 2})
+        assert refused.value.requirement == "DHP-ENV-004"
     # A schema that looked inside inputs would turn the shared verdict off.
     assert schemas._checks_only_object_type("intent", "inputs")
     looking = dict(schemas.schema("intent"), allOf=[{"properties": {"inputs": {

@@ -181,6 +181,25 @@ def test_a_dead_waiters_fifo_is_removed_by_the_next_ring(tmp_path):
     assert list(folder.iterdir()) == []
 
 
+@pytest.mark.covers("DHP-SCH-006")
+def test_a_waiter_that_registers_after_a_quiet_ring_is_still_rung(tmp_path):
+    """ring skips listing a folder it found empty while the folder's mtime stays; a waiter's
+    FIFO changes that mtime, so the next ring finds it and wakes it."""
+    folder = tmp_path / doorbell.FOLDER
+    folder.mkdir()
+    old = time.time_ns() - 2 * doorbell.QUIET_AFTER_NS
+    os.utime(folder, ns=(old, old))  # long quiet: the empty listing is remembered
+    assert doorbell.ring(folder) == 0 and doorbell._quiet[str(folder)] == old
+    with doorbell.Waiter(folder) as wait:
+        assert doorbell.ring(folder) == 1
+        assert wait(0) is True
+    doorbell._quiet.clear()
+    recent = time.time_ns()
+    os.utime(folder, ns=(recent, recent))  # changed just now: an entry made within the
+    assert doorbell.ring(folder) == 0  # file system's time step would not move the mtime
+    assert str(folder) not in doorbell._quiet  # so the empty listing is not kept
+
+
 @pytest.mark.covers("DHP-SCH-005")
 def test_claim_next_takes_a_dead_owners_handoff_before_its_lease_expires(tmp_path):
     store = dhp.Store(tmp_path / "s")

@@ -9,7 +9,9 @@ boolean, number, arithmetic, break/continue, exception and decorator mutations .
 private copy of reference/dhp (OUT/work, not kept in git). Each sampled mutant is applied with
 cosmic-ray's own `mutate_and_test` to a copy of that, and tested twice: by the kit alone
 (`dhp-conform --quick`, limited to the suites that exercise the module, against
-`python -m dhp.adapter` importing the copy) and by the pytest files that test the module. A
+`python -m dhp.adapter` importing the copy) and by the pytest files that test the module
+followed by the suite's own run of the whole kit (SUITE_KIT_RUN): a part of the whole suite,
+so a lower bound of what it kills (`--recheck --whole-suite` runs all of it). A
 mutant is killed when the command fails or times out; for the kit that includes a SHOULD-level
 finding (`--strict`: the kit reported the deviation). `--recheck` runs the kit again on the
 kit's survivors and the test files on theirs (after a check or a test was added). Results go
@@ -66,6 +68,8 @@ MODULES = {
     "transport/shipper.py": TRANSPORT,
     "transport/file.py": TRANSPORT,
 }
+# The test of the suite that runs every kit suite against the reference (the copy, here).
+SUITE_KIT_RUN = "tests/test_conform.py::test_reference_passes_quick_run"
 KIT_TIMEOUT, TEST_TIMEOUT = 600, 900
 
 
@@ -151,8 +155,10 @@ def run_one(mutant: dict, out: Path, seed: int, kit: bool = True,
         conform = (f"{env} {PY} -m dhp_conform --impl '{PY} -m dhp.adapter' --quick --strict "
                    f"--seed {seed} " + " ".join(f"--suite {s}" for s in suites.split())
                    + f" --history {work}/run")
+        # The module's files, then the suite's own run of the whole kit against the copy
+        # (last: with -x it runs only when the files pass).
         paths = str(ROOT / "tests") if tests == "suite" else \
-            " ".join(str(ROOT / t) for t in files.split())
+            " ".join(str(ROOT / t) for t in (*files.split(), SUITE_KIT_RUN))
         pytest = f"{env} {PY} -m pytest -x -q -p no:cacheprovider --rootdir {ROOT} {paths}"
         result = dict(mutant)
         if kit:

@@ -59,7 +59,7 @@ def _plain(obj: Any, max_depth: int) -> bool:
             return False
         if type(value) is dict:
             for key in value:
-                if type(key) is not str or (key and max(key) >= "\ue000"):
+                if type(key) is not str or (not key.isascii() and max(key) >= "\ue000"):
                     return False
             children: Any = value.values()
         else:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import re
+from functools import lru_cache
 from typing import Any
 
 from dhp.core import schemas
@@ -77,9 +78,22 @@ def _checked_intent(intent: Any) -> bytes:
     """check_intent, returning the intent's canonical form (its id is the hash of it)."""
     _check_version(intent, "$")
     text = canonical_json(intent)  # refuses non-JSON values, naming their path (DHP-CJ-*)
-    _check_schema("intent", intent, "$", opaque="inputs")
-    _check_output_schema(intent["output_schema"], "$.output_schema")
+    key = schemas.shape_key("intent", intent, "inputs")
+    if key is None:
+        _check_shape(intent)
+    else:  # the schemas do not look into inputs: judged once per distinct rest of the intent
+        _checked_shape(key)
     return text
+
+
+def _check_shape(intent: Any) -> None:
+    _check_schema("intent", intent, "$")
+    _check_output_schema(intent["output_schema"], "$.output_schema")
+
+
+@lru_cache(maxsize=1024)  # only valid shapes are kept: an exception is not cached
+def _checked_shape(key: str) -> None:
+    _check_shape(json.loads(key))
 
 
 def check_envelope(envelope: Any) -> None:
@@ -149,8 +163,8 @@ def _check_version(obj: Any, path: str) -> None:
             f"speaks DHP/{PROTOCOL_VERSION}", requirement="DHP-ENV-003")
 
 
-def _check_schema(name: str, obj: Any, root: str, opaque: str | None = None) -> None:
-    found = schemas.errors(name, obj, opaque=opaque)
+def _check_schema(name: str, obj: Any, root: str) -> None:
+    found = schemas.errors(name, obj)
     if not found:
         return
     listing = "; ".join(f"{e['path']}: {e['message']}" for e in found)

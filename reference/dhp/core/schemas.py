@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import dhp_data
 
-from dhp.core.canonical import canonical_json, child_path
+from dhp.core.canonical import child_path
 from dhp.core.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -80,11 +80,9 @@ def json_path(error: Any) -> str:
     return out
 
 
-def errors(name: str, instance: Any, *, opaque: str | None = None) -> list[dict]:
-    """Every violation of schema `name` as `{"path", "message"}`, in document order.
-    `opaque` names a member whose content the schema may not look into (only its type);
-    then valid instances that differ only inside it share one cached verdict."""
-    if _valid(name, instance, opaque):
+def errors(name: str, instance: Any) -> list[dict]:
+    """Every violation of schema `name` as `{"path", "message"}`, in document order."""
+    if validator(name).is_valid(instance):  # stops at the first error: cheap when valid
         return []
     found = sorted(validator(name).iter_errors(instance),
                    key=lambda e: [str(p) for p in e.absolute_path])
@@ -99,27 +97,23 @@ _SHALLOW_ROOT = {"$schema", "$id", "title", "description", "type", "properties",
 @cache
 def _checks_only_object_type(name: str, member: str) -> bool:
     """True when schema `name` checks of `member` that it is an object, nothing inside it
-    (read from the schema, so a schema that starts to look inside turns the cache off)."""
+    (read from the schema, so a schema that starts to look inside turns this off)."""
     root = schema(name)
     sub = root.get("properties", {}).get(member)
     return set(root) <= _SHALLOW_ROOT and isinstance(sub, dict) \
         and set(sub) <= {"description", "type"} and sub.get("type") == "object"
 
 
-def _valid(name: str, instance: Any, opaque: str | None) -> bool:
-    if opaque is not None and isinstance(instance, dict) \
-            and type(instance.get(opaque)) is dict and _checks_only_object_type(name, opaque):
-        try:
-            key = canonical_json({**instance, opaque: {}})
-        except InvalidInput:
-            return False  # not JSON: the full validation below names what is wrong
-        return _valid_canonical(name, key)
-    return validator(name).is_valid(instance)  # stops at the first error: cheap when valid
-
-
-@lru_cache(maxsize=1024)
-def _valid_canonical(name: str, canonical: bytes) -> bool:
-    return validator(name).is_valid(json.loads(canonical))
+def shape_key(name: str, instance: Any, member: str) -> str | None:
+    """A text that decides whether `instance`, a JSON value, is valid against schema `name`,
+    without the content of `member`, which that schema does not look into: the JSON of the
+    instance with `member` emptied (sorted keys: one text per value). Instances that differ
+    only inside `member` share a key, so a verdict can be cached by it. None when the schema
+    does look into `member`, or `member` is not an object."""
+    if type(instance) is dict and type(instance.get(member)) is dict \
+            and _checks_only_object_type(name, member):
+        return json.dumps({**instance, member: {}}, sort_keys=True)
+    return None
 
 
 def check(name: str, instance: Any, *, requirement: str) -> None:

@@ -19,18 +19,35 @@ import itertools
 import os
 import select
 import threading
+import time
 from pathlib import Path
 
 FOLDER = "wake"
 _names = itertools.count()
 
 
+# A folder found without waiters is not listed again while its mtime stays what it was then
+# (folder -> st_mtime_ns). A waiter's FIFO changes the mtime when it is made and when it is
+# renamed, so a waiter that registered later is always listed. Kept only when the listing ran
+# QUIET_AFTER_NS after that mtime: a file system stamps times in steps (2 s on FAT), and an
+# entry made within the step of the mtime seen would not change it.
+_quiet: dict[str, int] = {}
+QUIET_AFTER_NS = 5_000_000_000
+
+
 def ring(folder: str | Path) -> int:
     """Wake every waiter in `folder`; returns how many were rung."""
+    key = os.fspath(folder)
     try:
-        entries = list(os.scandir(folder))
+        mtime = os.stat(key).st_mtime_ns
+        if _quiet.get(key) == mtime:
+            return 0
+        listed_at = time.time_ns()
+        entries = list(os.scandir(key))
     except FileNotFoundError:
         return 0
+    if not entries and listed_at - mtime > QUIET_AFTER_NS:
+        _quiet[key] = mtime
     rung = 0
     for entry in entries:
         if entry.name.startswith("."):

@@ -149,6 +149,7 @@ _SELECT = f"SELECT {', '.join(_ROW_COLUMNS)} FROM handoffs"
 _INSERT_COLUMNS = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "created_at", "updated_at")
 _INSERT = (f"INSERT INTO handoffs ({', '.join(_INSERT_COLUMNS)}) "
            f"VALUES ({', '.join('?' * len(_INSERT_COLUMNS))})")
+_INSERT_NEW = _INSERT + " ON CONFLICT (id) DO NOTHING"
 # The same row without the envelope and result, which a fenced write does not need.
 _SELECT_LIGHT = "SELECT " + ", ".join(
     "NULL" if c in ("envelope", "result") else c for c in _ROW_COLUMNS) + " FROM handoffs"
@@ -220,8 +221,10 @@ class SQLiteTx(Tx):
         self.conn.execute(_INSERT, self._values(handoff_id, envelope, record, created_at))
 
     def insert_new(self, rows: list[tuple[str, dict, dict, str, str | None]]) -> None:
-        self.conn.executemany(_INSERT + " ON CONFLICT (id) DO NOTHING",
-                              [self._values(*row) for row in rows])
+        if len(rows) == 1:  # the usual dispatch: execute costs less than executemany
+            self.conn.execute(_INSERT_NEW, self._values(*rows[0]))
+        else:
+            self.conn.executemany(_INSERT_NEW, [self._values(*row) for row in rows])
 
     def _values(self, handoff_id: str, envelope: dict, record: dict, created_at: str,
                 text: str | None = None) -> list:
