@@ -215,24 +215,25 @@ def test_concurrent_writers_each_sync_every_durable_commit_own_or_shared(tmp_pat
     assert (tmp_path / sqlite.SYNC_FILE).is_file()
 
 
-# One durable write (a dispatch) in a process of its own; prints its counts.
+# One durable write (a dispatch) in a process of its own; prints "waiting" when it first
+# finds the sync file's flock held (its commit time is taken by then), then its counts.
 ONE_WRITE = """
-import json, os, sys
+import json, os, sys, time
 import dhp
+from dhp.store import sqlite
+sqlite.SYNC_WAIT_S = 600  # wait for the test, which holds the flock, however long it takes
+said = []
+def pause(seconds):
+    if not said:
+        said.append(print("waiting", flush=True))
+    time.sleep(seconds)
+sqlite._pause = pause
 store = dhp.Store(sys.argv[1], fsync_interval=0)
 hid = dhp.dispatch(store, task_kind="k", inputs={"pid": os.getpid()}, output_schema={})
 print(json.dumps({"hid": hid, **store.sync_stats()}), flush=True)
 """
 
 
-def _waits_for_flock(pid: int, path: Path) -> bool:
-    """Whether process `pid` is blocked in flock on `path` (/proc/locks: a "->" line)."""
-    inode = f":{os.stat(path).st_ino} "
-    with open("/proc/locks", encoding="ascii") as locks:
-        return any("->" in line and f" {pid} " in line and inode in line for line in locks)
-
-
-@pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs Linux /proc/locks")
 @pytest.mark.parametrize("leader_started", ["after the commit", "before the commit"])
 def test_a_commit_is_shared_only_by_an_fsync_that_started_after_it(tmp_path, leader_started):
     store = dhp.Store(tmp_path, fsync_interval=0)
@@ -243,12 +244,8 @@ def test_a_commit_is_shared_only_by_an_fsync_that_started_after_it(tmp_path, lea
     try:
         fcntl.flock(sync_fd, fcntl.LOCK_EX)  # the test is the leader, its fsync "in progress"
         writer = _python(ONE_WRITE, tmp_path)
-        deadline = time.monotonic() + 120  # a guard against a hang, not a timed assertion
-        # Blocked in flock means its COMMIT returned and its commit time was taken.
-        while not _waits_for_flock(writer.pid, sync_path):
-            assert writer.poll() is None, "the writer finished without waiting for the flock"
-            assert time.monotonic() < deadline, "the writer never reached the flock"
-            time.sleep(0.01)
+        # Waiting for the flock means its COMMIT returned and its commit time was taken.
+        assert writer.stdout.readline().strip() == "waiting"
         if leader_started == "after the commit":
             started = time.monotonic()
             os.fdatasync(wal_fd)
@@ -267,6 +264,24 @@ def test_a_commit_is_shared_only_by_an_fsync_that_started_after_it(tmp_path, lea
         assert (report["fsyncs"], report["shared"]) == (1, 0)  # it fsynced itself
         with open(sync_path, "rb") as f:  # and recorded when its own fsync started
             assert sqlite._SYNC_RECORD.unpack(f.read())[0] > started
+    assert dhp.status(store, report["hid"])["state"] == "pending"
+
+
+def test_a_stopped_holder_of_the_sync_lock_does_not_stall_other_processes(tmp_path):
+    """A process stopped while it holds the flock (here: the test, which never lets go)
+    costs the others at most SYNC_WAIT_S per commit: they fsync on their own."""
+    store = dhp.Store(tmp_path, fsync_interval=0)
+    sync_fd = os.open(tmp_path / sqlite.SYNC_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(sync_fd, fcntl.LOCK_EX)
+        code = ONE_WRITE.replace("sqlite.SYNC_WAIT_S = 600", "")  # the default wait
+        writer = _python(code, tmp_path)
+        assert writer.stdout.readline().strip() == "waiting"
+        report = json.loads(writer.communicate(timeout=120)[0])  # while the flock is held
+    finally:
+        os.close(sync_fd)
+    assert writer.returncode == 0
+    assert (report["fsyncs"], report["shared"]) == (1, 0)
     assert dhp.status(store, report["hid"])["state"] == "pending"
 
 

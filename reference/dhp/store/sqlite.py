@@ -463,6 +463,31 @@ def _write_last_sync(fd: int, started: float, boot: bytes) -> None:
     os.pwrite(fd, _SYNC_RECORD.pack(started, boot), 0)
 
 
+# The longest a commit waits for another process's fsync (the sync file's flock) before it
+# fsyncs on its own: a holder stopped (SIGSTOP, a debugger) or stuck must not stall the
+# other processes' acknowledgements. Several fsyncs of a slow disk.
+SYNC_WAIT_S = 0.05
+
+
+def _lock_within(fd: int, seconds: float) -> bool:
+    """An exclusive flock of `fd`, polled (flock has no timeout) until `seconds` pass;
+    False then. OSError other than "held by another" is raised."""
+    deadline = time.monotonic() + seconds
+    pause = 50e-6  # a fsync takes a few hundred microseconds on a fast disk
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+        _pause(pause)
+        pause = min(2 * pause, 0.001)
+
+
+_pause = time.sleep  # (a test replaces it to see that a commit waits for the flock)
+
+
 def _store_error(exc: sqlite3.Error, where: str) -> Exception:
     """The typed error of an SQLite failure: a damaged file is StoreCorrupt (retrying cannot
     help), a busy or locked one Unavailable, anything else Internal."""
@@ -690,7 +715,8 @@ class SQLiteStore(StoreBackend):
         """Under the sync file's flock: skip (a later fsync covered us) or fsync and record
         when it started. False where the file system refuses flock: fsync without it."""
         try:
-            fcntl.flock(sync_fd, fcntl.LOCK_EX)  # waits for the fsync in progress, if any
+            if not _lock_within(sync_fd, SYNC_WAIT_S):
+                return False  # the holder is stopped or slow: fsync without waiting on
         except OSError:
             self._no_sync_file = True  # e.g. ENOLCK: no sharing here, as without the file
             self._close_sync_file()
