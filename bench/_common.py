@@ -212,8 +212,16 @@ class Driven:
                 return json.loads(line)
 
     def ask(self, op: str, **params):
+        self.send(op, **params)
+        return self.receive()
+
+    def send(self, op: str, **params) -> None:
+        """The command alone, so several children can be started on theirs together."""
         self.proc.stdin.write(json.dumps({"op": op, **params}) + "\n")
         self.proc.stdin.flush()
+
+    def receive(self):
+        """The answer to the command sent last."""
         return self._read()
 
     def close(self) -> None:

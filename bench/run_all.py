@@ -46,6 +46,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "mcp": ["mcp_bench.py"],
     "throughput": ["throughput.py"],
     "claim_latency": ["claim_latency.py"],
+    "group_commit": ["group_commit.py"],
     "validate": ["validate_bench.py"],
 }
 

@@ -6,16 +6,31 @@ store fsyncs the WAL itself after a commit that needs it (`_sync_wal`). Each com
 transaction is seen through SQLite's statement trace, and counted as fsynced when the store
 fsynced the WAL after its COMMIT. That every write survives kill -9 whatever its sync is shown
 by the SIGKILL tests (test_chaos.py), which run with the default interval.
+
+Group commit: several processes on one store share fsyncs. A process that must sync takes an
+flock on `wal-sync` beside the database, where the start time of the last completed fsync of
+the WAL is recorded; when that fsync started after its own COMMIT returned, its commit is
+already on disk and it returns without an fsync of its own (a shared sync), otherwise it
+fsyncs and records when it started. The tests below run real processes; which of them share
+in a free-running race depends on the disk, so only the sum is checked there, and the
+sharing itself is made deterministic by holding the flock in the test.
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from dhp import api as dhp
 from dhp.core.errors import SchemaViolation
+from dhp.store import sqlite
 
 pytestmark = pytest.mark.covers("DHP-CKP-011")
 
@@ -143,3 +158,244 @@ def test_a_checkpoint_that_leaves_the_host_is_fsynced_first(tmp_path):
 def test_a_bad_fsync_interval_is_refused_by_name(tmp_path, bad):
     with pytest.raises(dhp.InvalidInput, match="fsync_interval"):
         dhp.Store(tmp_path, fsync_interval=bad)
+
+
+# ------------------------------------------------------------------ group commit
+
+_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    [str(Path(dhp.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
+
+# A writer process: its own handoff, claimed, n checkpoints and the completion, every one
+# fsynced (fsync_interval=0), started together with the others on "go"; prints its counts.
+WRITER = """
+import json, os, sys
+import dhp
+store = dhp.Store(sys.argv[1], fsync_interval=0)
+n = int(sys.argv[2])
+hid = dhp.dispatch(store, task_kind="k", inputs={"pid": os.getpid()}, output_schema={})
+print("ready", flush=True)
+sys.stdin.readline()
+ctx = dhp.claim(store, hid, "w", heartbeat_interval=0)
+for i in range(n):
+    ctx.checkpoint({"i": i})
+ctx.complete({"n": n})
+print(json.dumps({"hid": hid, **store.sync_stats()}), flush=True)
+"""
+
+
+def _python(code: str, *args, **popen) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", code, *map(str, args)], env=_ENV,
+                            stdout=subprocess.PIPE, text=True, **popen)
+
+
+def test_concurrent_writers_each_sync_every_durable_commit_own_or_shared(tmp_path):
+    dhp.Store(tmp_path)  # made and migrated once, before the writers race
+    n, writers = 15, 4
+    procs = [_python(WRITER, tmp_path, n, stdin=subprocess.PIPE) for _ in range(writers)]
+    try:
+        for proc in procs:
+            assert proc.stdout.readline().strip() == "ready"
+        for proc in procs:
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        reports = [json.loads(proc.communicate(timeout=300)[0]) for proc in procs]
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    assert [proc.returncode for proc in procs] == [0] * writers
+    store = dhp.Store(tmp_path)
+    for report in reports:
+        # dispatch, claim, n checkpoints, complete: each synced before it returned, by an
+        # fsync of the writer's own or by another's that started after its commit.
+        assert report["fsyncs"] + report["shared"] == n + 3
+        assert report["fsyncs"] >= 0 and report["shared"] >= 0
+        assert dhp.status(store, report["hid"])["state"] == "completed"
+        assert [c["state"]["i"] for c in dhp.checkpoints(store, report["hid"])] == list(range(n))
+    assert (tmp_path / sqlite.SYNC_FILE).is_file()
+
+
+# One durable write (a dispatch) in a process of its own; prints "waiting" when it first
+# finds the sync file's flock held (its commit time is taken by then), then its counts.
+ONE_WRITE = """
+import json, os, sys, time
+import dhp
+from dhp.store import sqlite
+sqlite.SYNC_WAIT_S = 600  # wait for the test, which holds the flock, however long it takes
+said = []
+def pause(seconds):
+    if not said:
+        said.append(print("waiting", flush=True))
+    time.sleep(seconds)
+sqlite._pause = pause
+store = dhp.Store(sys.argv[1], fsync_interval=0)
+hid = dhp.dispatch(store, task_kind="k", inputs={"pid": os.getpid()}, output_schema={})
+print(json.dumps({"hid": hid, **store.sync_stats()}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("leader_started", ["after the commit", "before the commit"])
+def test_a_commit_is_shared_only_by_an_fsync_that_started_after_it(tmp_path, leader_started):
+    store = dhp.Store(tmp_path, fsync_interval=0)
+    sync_path = tmp_path / sqlite.SYNC_FILE
+    sync_fd = os.open(sync_path, os.O_RDWR | os.O_CREAT, 0o600)
+    wal_fd = os.open(store._wal, os.O_RDONLY)
+    earlier = time.monotonic()
+    try:
+        fcntl.flock(sync_fd, fcntl.LOCK_EX)  # the test is the leader, its fsync "in progress"
+        writer = _python(ONE_WRITE, tmp_path)
+        # Waiting for the flock means its COMMIT returned and its commit time was taken.
+        assert writer.stdout.readline().strip() == "waiting"
+        if leader_started == "after the commit":
+            started = time.monotonic()
+            os.fdatasync(wal_fd)
+        else:
+            started = earlier  # an fsync that began before the writer's commit
+        sqlite._write_last_sync(sync_fd, started, store._boot)
+        fcntl.flock(sync_fd, fcntl.LOCK_UN)
+        report = json.loads(writer.communicate(timeout=120)[0])
+    finally:
+        os.close(sync_fd)
+        os.close(wal_fd)
+    assert writer.returncode == 0
+    if leader_started == "after the commit":
+        assert (report["fsyncs"], report["shared"]) == (0, 1)
+    else:
+        assert (report["fsyncs"], report["shared"]) == (1, 0)  # it fsynced itself
+        with open(sync_path, "rb") as f:  # and recorded when its own fsync started
+            assert sqlite._SYNC_RECORD.unpack(f.read())[0] > started
+    assert dhp.status(store, report["hid"])["state"] == "pending"
+
+
+def test_a_stopped_holder_of_the_sync_lock_does_not_stall_other_processes(tmp_path):
+    """A process stopped while it holds the flock (here: the test, which never lets go)
+    costs the others at most SYNC_WAIT_S per commit: they fsync on their own."""
+    store = dhp.Store(tmp_path, fsync_interval=0)
+    sync_fd = os.open(tmp_path / sqlite.SYNC_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(sync_fd, fcntl.LOCK_EX)
+        code = ONE_WRITE.replace("sqlite.SYNC_WAIT_S = 600", "")  # the default wait
+        writer = _python(code, tmp_path)
+        assert writer.stdout.readline().strip() == "waiting"
+        report = json.loads(writer.communicate(timeout=120)[0])  # while the flock is held
+    finally:
+        os.close(sync_fd)
+    assert writer.returncode == 0
+    assert (report["fsyncs"], report["shared"]) == (1, 0)
+    assert dhp.status(store, report["hid"])["state"] == "pending"
+
+
+def test_a_recorded_sync_counts_only_in_this_boot_and_never_from_the_future(tmp_path):
+    store = dhp.Store(tmp_path)
+    fd = os.open(tmp_path / "record", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        assert sqlite._read_last_sync(fd, store._boot) == float("-inf")  # no record yet
+        now = time.monotonic()
+        sqlite._write_last_sync(fd, now, store._boot)
+        assert sqlite._read_last_sync(fd, store._boot) == now
+        other_boot = sqlite._SYNC_RECORD.pack(0.0, b"another-boot")[8:]
+        assert sqlite._read_last_sync(fd, other_boot) == float("-inf")
+        sqlite._write_last_sync(fd, now + 3600, store._boot)  # a clock of another boot
+        assert sqlite._read_last_sync(fd, store._boot) == float("-inf")
+        sqlite._write_last_sync(fd, float("nan"), store._boot)
+        assert sqlite._read_last_sync(fd, store._boot) == float("-inf")
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("blocker", ["a folder", "a symlink", "a read-only file"])
+def test_without_a_usable_sync_file_every_sync_is_an_fsync_of_its_own(tmp_path, blocker):
+    sync_path = tmp_path / sqlite.SYNC_FILE
+    if blocker == "a folder":
+        sync_path.mkdir(parents=True)
+    elif blocker == "a symlink":  # never followed (O_NOFOLLOW), even to a usable file
+        (tmp_path / "elsewhere").write_bytes(b"")
+        sync_path.symlink_to(tmp_path / "elsewhere")
+    else:
+        if os.geteuid() == 0:
+            pytest.skip("root opens a read-only file for writing")
+        tmp_path.mkdir(exist_ok=True)
+        sync_path.write_bytes(b"")
+        sync_path.chmod(0o400)
+    store, ctx, log = _claimed(tmp_path, fsync_interval=0)
+    for i in range(3):
+        ctx.checkpoint({"i": i})
+    ctx.complete({"n": 1})
+    assert log.take() == ["FULL"] * 5  # claim, 3 checkpoints, complete
+    assert store.sync_stats() == {"fsyncs": 6, "shared": 0}  # and the dispatch
+    assert store._sync_fd is None and store._no_sync_file
+
+
+def test_a_forked_child_opens_its_own_sync_file(tmp_path):
+    # An flock belongs to the open file: one inherited across fork would not exclude the
+    # parent, so a forked child must open the sync file anew, as it does the WAL.
+    store = dhp.Store(tmp_path, fsync_interval=0)
+    dhp.dispatch(store, "k", {}, SCHEMA)
+    parent_fd = store._sync_fd
+    to_parent, from_child = os.pipe()
+    to_child, from_parent = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            dhp.dispatch(store, "k", {"child": True}, SCHEMA)  # syncs through its own fd
+            os.write(from_child, b"1")
+            os.read(to_child, 1)  # the parent now holds the flock through its fd
+            try:
+                fcntl.flock(store._sync_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                excluded = False
+            except BlockingIOError:
+                excluded = True
+            report = {"excluded": excluded, **store.sync_stats()}
+            os.write(from_child, json.dumps(report).encode())
+            status = 0
+        finally:
+            os._exit(status)
+    assert os.read(to_parent, 1) == b"1"
+    fcntl.flock(parent_fd, fcntl.LOCK_EX)
+    os.write(from_parent, b"1")
+    report = json.loads(os.read(to_parent, 1000))
+    fcntl.flock(parent_fd, fcntl.LOCK_UN)
+    assert os.waitpid(pid, 0)[1] == 0
+    for fd in (to_parent, from_child, to_child, from_parent):
+        os.close(fd)
+    assert report == {"excluded": True, "fsyncs": 1, "shared": 0}  # counted from zero
+    assert store.sync_stats() == {"fsyncs": 1, "shared": 0}
+
+
+# A writer that checkpoints until killed and prints each acknowledged counter.
+ENDLESS = """
+import os, sys
+import dhp
+store = dhp.Store(sys.argv[1], fsync_interval=0)
+hid = dhp.dispatch(store, task_kind="k", inputs={"pid": os.getpid()}, output_schema={})
+ctx = dhp.claim(store, hid, "w", heartbeat_interval=0)
+print(hid, flush=True)
+i = 0
+while True:
+    ctx.checkpoint({"i": i})
+    print(i, flush=True)
+    i += 1
+"""
+
+
+def test_every_acknowledged_checkpoint_survives_sigkill_of_group_committing_writers(tmp_path):
+    dhp.Store(tmp_path)
+    procs = [_python(ENDLESS, tmp_path) for _ in range(3)]
+    hids, acked = [], []
+    try:
+        hids = [proc.stdout.readline().strip() for proc in procs]
+        for proc in procs:  # each has had some checkpoints acknowledged
+            acked.append(max(int(proc.stdout.readline()) for _ in range(20)))
+        for proc in procs:
+            os.kill(proc.pid, signal.SIGKILL)
+        for i, proc in enumerate(procs):
+            proc.wait()
+            acked[i] = max([acked[i], *map(int, proc.stdout.read().split())])
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    store = dhp.Store(tmp_path)
+    for hid, last in zip(hids, acked, strict=True):
+        assert dhp.last_checkpoint(store, hid)["i"] >= last

@@ -343,6 +343,25 @@ def throughput(r: dict) -> str:
                                 "are medians of the runs, errors and expired leases their sums.")
 
 
+def group_commit(r: dict) -> str:
+    ratios = r.get("ratio_on_over_off", {})
+    rows = []
+    for on, off in zip(r["on"], r["off"], strict=True):
+        rows.append([on["workers"]] + [
+            c for x in (on, off) for c in (
+                spread(x["checkpoints_per_s"], x.get("checkpoints_per_s_runs")),
+                spread(x["fsyncs_per_checkpoint"], x.get("fsyncs_per_checkpoint_runs")))] +
+            [ratio(ratios.get(str(on["workers"])))])
+    unsynced = sum(x["unsynced"] for mode in ("on", "off") for x in r[mode])
+    return (table(["W", "on: checkpoints/s", "on: fsyncs per checkpoint",
+                   "off: checkpoints/s", "off: fsyncs per checkpoint",
+                   "on / off checkpoints/s, per window"], rows) +
+            f"\n\n{r['windows']} windows per mode and W, {num(r['per_window'])} checkpoints of "
+            f"{r['state_bytes']} B per writer per window, `fsync_interval=0`; rates are "
+            "medians of the windows. Checkpoints acknowledged without an fsync of their own or "
+            f"a shared one: {unsynced} (must be 0).")
+
+
 def claim_latency(r: dict) -> str:
     sides = [s for s in ("ours", "ours_pg") if s in r]
     rows = [[SIDE[s], num(r[s]["empty"]["p50_ms"], " ms"), num(r[s]["full"]["p50_ms"], " ms"),
@@ -400,7 +419,7 @@ RENDER: dict[str, Callable[[dict], str]] = {
     "list": listing, "transport": transport, "preauth_attack": preauth_attack,
     "worker_pool": worker_pool, "tracing_overhead": tracing_overhead, "startup": startup,
     "mcp": mcp, "throughput": throughput, "claim_latency": claim_latency, "validate": validate,
-    "write_cost": write_cost}
+    "write_cost": write_cost, "group_commit": group_commit}
 
 
 # ------------------------------------------------------------------ the README
