@@ -10,6 +10,12 @@ turns window by window, the first alternating. "Off" is the store with group com
 off (a private attribute the writer sets, `_group_commit = False`: every process fsyncs each
 of its own commits, as before group commit); "on" is the store as shipped.
 
+`--flush-ms X` makes every fsync of the WAL a slow device's: the writer holds an exclusive
+flock on one file shared by every writer of the run (a device flushes one request at a
+time) and sleeps X ms after the real fdatasync, so concurrent flushes queue as they would on
+a disk whose flush takes X ms (a network volume, a disk without a write cache). Both modes
+get the same device.
+
 Prints one JSON line: per mode and W, checkpoints/s (median of the windows, with every
 window's rate), the fsyncs the writers made per checkpoint and the syncs another process's
 fsync covered per checkpoint (from the stores' counters, `sync_stats()`), and on / off
@@ -40,6 +46,8 @@ def role_writer(args) -> None:
     store = side.sdk.Store(args.root, fsync_interval=0)
     if args.mode == "off":
         store._group_commit = False  # private, for this benchmark: fsync every commit alone
+    if args.flush_ms:
+        slow_device(args.root, args.flush_ms / 1000)
     hid = side.dispatch(store, KIND, {"writer": os.getpid()}, {})
     ctx = side.claim(store, hid, f"w{os.getpid()}", ttl=60)  # heartbeats every 20 s
     states = [C.padded_state(STATE_BYTES, i) for i in range(args.per_window)]
@@ -56,6 +64,28 @@ def role_writer(args) -> None:
                 "shared": after["shared"] - before["shared"]}
 
     C.serve({"write": write})
+
+
+def slow_device(root: str, seconds: float) -> None:
+    """Every fsync of the store's WAL, in this process, as on a device that flushes one
+    request at a time and takes `seconds` for each (see --flush-ms)."""
+    import fcntl
+
+    from dhp.store import sqlite
+
+    device = os.open(os.path.join(os.path.dirname(root), "device.lock"),
+                     os.O_RDWR | os.O_CREAT, 0o600)
+    real = sqlite._fdatasync
+
+    def flush(fd: int) -> None:
+        fcntl.flock(device, fcntl.LOCK_EX)
+        try:
+            real(fd)
+            time.sleep(seconds)
+        finally:
+            fcntl.flock(device, fcntl.LOCK_UN)
+
+    sqlite._fdatasync = flush
 
 
 def window(writers: list[C.Driven], count: int) -> dict:
@@ -95,13 +125,15 @@ def main() -> None:
                     help="checkpoints per writer process per window")
     ap.add_argument("--windows", type=int, default=7,
                     help="windows per mode and W, the modes taking turns")
+    ap.add_argument("--flush-ms", type=float, default=0,
+                    help="make each fsync a slow device's flush of this many ms (see above)")
     args = C.parse(ap, {"workers": "1,2", "per_window": 20, "windows": 2})
     if args.child:
         role_writer(args)
         return
     run = C.Run("group_commit", args)
     out = {"state_bytes": STATE_BYTES, "per_window": args.per_window,
-           "windows": args.windows, "fsync_interval": 0}
+           "windows": args.windows, "fsync_interval": 0, "flush_ms": args.flush_ms}
     rows: dict[str, list] = {mode: [] for mode in MODES}
     ratios = {}
     for w in (int(w) for w in args.workers.split(",")):
@@ -114,7 +146,8 @@ def main() -> None:
                 for _ in range(w):
                     pools[mode].append(C.Driven("ours", SCRIPT, "--root", root,
                                                 "--mode", mode, "--per-window",
-                                                args.per_window))
+                                                args.per_window, "--flush-ms",
+                                                args.flush_ms))
             got = C.interleave(list(MODES), args.windows,
                                lambda mode, i, pools=pools: window(pools[mode], args.per_window),
                                f"group_commit W={w}")

@@ -47,6 +47,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "throughput": ["throughput.py"],
     "claim_latency": ["claim_latency.py"],
     "group_commit": ["group_commit.py"],
+    "group_commit_slow": ["group_commit.py", "--flush-ms", "5"],
     "validate": ["validate_bench.py"],
 }
 

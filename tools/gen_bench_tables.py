@@ -359,7 +359,10 @@ def group_commit(r: dict) -> str:
             f"\n\n{r['windows']} windows per mode and W, {num(r['per_window'])} checkpoints of "
             f"{r['state_bytes']} B per writer per window, `fsync_interval=0`; rates are "
             "medians of the windows. Checkpoints acknowledged without an fsync of their own or "
-            f"a shared one: {unsynced} (must be 0).")
+            f"a shared one: {unsynced} (must be 0)." +
+            (f" Each fsync is a simulated slow device's: the real fdatasync, then "
+             f"{num(r['flush_ms'])} ms more, one flush at a time across the writers "
+             "(`--flush-ms`)." if r.get("flush_ms") else ""))
 
 
 def claim_latency(r: dict) -> str:
@@ -419,7 +422,8 @@ RENDER: dict[str, Callable[[dict], str]] = {
     "list": listing, "transport": transport, "preauth_attack": preauth_attack,
     "worker_pool": worker_pool, "tracing_overhead": tracing_overhead, "startup": startup,
     "mcp": mcp, "throughput": throughput, "claim_latency": claim_latency, "validate": validate,
-    "write_cost": write_cost, "group_commit": group_commit}
+    "write_cost": write_cost, "group_commit": group_commit,
+    "group_commit_slow": group_commit}
 
 
 # ------------------------------------------------------------------ the README
