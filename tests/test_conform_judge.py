@@ -307,3 +307,27 @@ def test_a_lower_fence_granted_after_a_higher_one_was_answered_is_found():
     assert "history:fence-monotonic" in [f.check for f in findings], findings
     assert all("DHP-FEN-002" in f.requirements for f in findings
                if f.check == "history:fence-monotonic")
+
+
+@pytest.mark.covers("DHP-FEN-002", "DHP-FEN-005")
+def test_a_fence_handed_out_again_after_a_release_is_no_second_live_owner():
+    """Replayed from dhp-protocol 1.3.0 (fencing:stale-fence): p2 recovers with fence 2,
+    releases, and its next claim gets fence 0 again. The fences went backwards; the fence-0
+    lease began after the fence-2 take, so nobody took a live lease from anybody."""
+    dispatch = {"task_kind": KIND, "inputs": {"n": 0}, "output_schema": {}, "budget": {}}
+    args = {"handoff_id": H, "worker": "p2.1"}
+    events = [
+        _event(0, 0.00, "invoke", "dispatch", "p1", args=dispatch),
+        _event(1, 0.01, "ok", "dispatch", "p1", invoke=0, data={"handoff_id": H}),
+        _event(2, 1.00, "invoke", "recover", "p2", args=dict(args, ttl=30.0)),
+        _event(3, 1.01, "ok", "recover", "p2", invoke=2,
+               data={"handoff_id": H, "fence": 2, "last_checkpoint": None}),
+        _event(4, 1.02, "invoke", "release", "p2", args=dict(args, fence=2)),
+        _event(5, 1.03, "ok", "release", "p2", invoke=4, data={}),
+        _event(6, 1.04, "invoke", "claim", "p2", args=args),
+        _event(7, 1.05, "ok", "claim", "p2", invoke=6,
+               data={"handoff_id": H, "fence": 0, "last_checkpoint": None}),
+    ]
+    checks = [f.check for f in checkers.check_scenario(events, ttl=0.5)]
+    assert "history:fence-monotonic" in checks, checks
+    assert "history:one-live-owner" not in checks, checks

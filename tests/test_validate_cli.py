@@ -152,6 +152,7 @@ def test_vectors_option_reports_a_wrong_verdict(tmp_path, monkeypatch, capsys):
     suite["tests"][0]["expected"] = {"valid": False, "errors": [
         {"line": 1, "requirement": "DHP-LOG-002"}]}
     (copy / "log.json").write_text(json.dumps(suite))
+    shutil.copytree(dhp_data.path("schemas"), tmp_path / "schemas")  # however early it runs
     monkeypatch.setattr(dhp_data, "path", lambda *parts: tmp_path.joinpath(*parts))
     code, out, _ = run(capsys, "validate", "--vectors")
     assert code == 1 and f"FAIL log {suite['tests'][0]['id']}: valid" in out

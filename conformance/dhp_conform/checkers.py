@@ -220,6 +220,8 @@ def _live_owner(ctx: _Context, h: str) -> list[Finding]:
     for a, b in zip(takes, takes[1:], strict=False):
         if b.fence is None or a.fence is None or b.fence <= a.fence:
             continue
+        if a.t0 >= b.t1:  # a was taken after b was granted: the fences went backwards
+            continue  # (fence-monotonic says so); b took no live lease of a's
         ended = [op for op in _holder_ops(ctx, h, a, ("release", "complete"))
                  if op.outcome in ("ok", "info") and op.t0 < b.t1]
         ended += [op for op in ctx.of(h, "cancel", "supervise") if op.ok and op.t0 < b.t1]
