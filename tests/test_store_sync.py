@@ -251,7 +251,8 @@ def test_a_commit_is_shared_only_by_an_fsync_that_started_after_it(tmp_path, lea
             os.fdatasync(wal_fd)
         else:
             started = earlier  # an fsync that began before the writer's commit
-        wal_sync.write_record(sync_fd, started, wal_sync.boot_tag())
+        with wal_sync.mapped(sync_fd) as record:
+            wal_sync.write_record(record, started, wal_sync.boot_tag())
         fcntl.flock(sync_fd, fcntl.LOCK_UN)
         report = json.loads(writer.communicate(timeout=120)[0])
     finally:
@@ -289,16 +290,19 @@ def test_a_recorded_sync_counts_only_in_this_boot_and_never_from_the_future(tmp_
     fd = os.open(tmp_path / "record", os.O_RDWR | os.O_CREAT, 0o600)
     boot = wal_sync.boot_tag()
     try:
-        assert wal_sync.read_record(fd, boot) == float("-inf")  # no record yet
-        now = time.monotonic()
-        wal_sync.write_record(fd, now, boot)
-        assert wal_sync.read_record(fd, boot) == now
-        other_boot = wal_sync._RECORD.pack(0.0, b"another-boot")[8:]
-        assert wal_sync.read_record(fd, other_boot) == float("-inf")
-        wal_sync.write_record(fd, now + 3600, boot)  # a clock of another boot
-        assert wal_sync.read_record(fd, boot) == float("-inf")
-        wal_sync.write_record(fd, float("nan"), boot)
-        assert wal_sync.read_record(fd, boot) == float("-inf")
+        with wal_sync.mapped(fd) as record:
+            assert wal_sync.read_record(record, boot) == float("-inf")  # no record yet
+            now = time.monotonic()
+            wal_sync.write_record(record, now, boot)
+            assert wal_sync.read_record(record, boot) == now
+            other_boot = wal_sync._RECORD.pack(0.0, b"another-boot")[8:]
+            assert wal_sync.read_record(record, other_boot) == float("-inf")
+            wal_sync.write_record(record, now + 3600, boot)  # a clock of another boot
+            assert wal_sync.read_record(record, boot) == float("-inf")
+            wal_sync.write_record(record, float("nan"), boot)
+            assert wal_sync.read_record(record, boot) == float("-inf")
+        with open(tmp_path / "record", "rb") as f:  # in the file, for the other processes
+            assert wal_sync._RECORD.unpack(f.read())[1] == boot
     finally:
         os.close(fd)
 

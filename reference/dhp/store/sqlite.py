@@ -187,7 +187,8 @@ def _row(values: tuple) -> dict:
 def _record_values(record: dict) -> list:
     if record.keys() != _RECORD_KEYS:
         raise Internal(f"record members {sorted(record)} do not match the store's columns")
-    return [_dumps(record[k]) if k == "budget" else record[k] for k in RECORD_COLUMNS]
+    return [("{}" if record[k] == {} else _dumps(record[k])) if k == "budget" else record[k]
+            for k in RECORD_COLUMNS]
 
 
 _RECORD_KEYS = frozenset(RECORD_COLUMNS)
@@ -484,6 +485,10 @@ class SQLiteStore(StoreBackend):
         self._group_commit = True  # False: every sync is an fsync of this process's own
         self._pid = -1
         self._connection()  # create and migrate now, so errors surface at open
+        try:  # made now, so announce_work never stats a folder that is not there
+            os.mkdir(self._wake)
+        except OSError:
+            pass  # there already, or a read-only folder: a waiter makes it
         # Keyed to the database file itself, not to the folder it was reached through: a
         # symlinked dhp.sqlite3 must share its owners' liveness locks (DHP-LSE-005).
         self.liveness = liveness.for_folder(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import fcntl
 import math
+import mmap
 import os
 import struct
 import time
@@ -49,20 +50,25 @@ def boot_tag() -> bytes:
     return _RECORD.pack(0.0, boot_id().encode("ascii", "replace"))[8:]
 
 
-def read_record(fd: int, boot: bytes) -> float:
+def mapped(fd: int) -> mmap.mmap:
+    """The record of the sync file `fd`, mapped: read and written without a system call (the
+    file is extended with zeros, no record, when it is shorter)."""
+    if os.fstat(fd).st_size < _RECORD.size:
+        os.ftruncate(fd, _RECORD.size)  # only ever to this size: a record is never cut
+    return mmap.mmap(fd, _RECORD.size)
+
+
+def read_record(view: mmap.mmap, boot: bytes) -> float:
     """The start of the last completed fsync recorded in the sync file, or -inf when there is
     none (a new file), it was taken in another boot, or it cannot be one (in the future)."""
-    data = os.pread(fd, _RECORD.size, 0)
-    if len(data) != _RECORD.size:
-        return -math.inf
-    started, recorded_boot = _RECORD.unpack(data)
+    started, recorded_boot = _RECORD.unpack_from(view, 0)
     if recorded_boot != boot or not started <= time.monotonic():  # NaN fails too
         return -math.inf
     return started
 
 
-def write_record(fd: int, started: float, boot: bytes) -> None:
-    os.pwrite(fd, _RECORD.pack(started, boot), 0)
+def write_record(view: mmap.mmap, started: float, boot: bytes) -> None:
+    _RECORD.pack_into(view, 0, started, boot)
 
 
 def _lock_within(fd: int, seconds: float) -> bool:
@@ -91,6 +97,7 @@ class WalSync:
         self.shared = 0  # syncs another process's fsync covered
         self._wal_fd: int | None = None
         self._sync_fd: int | None = None
+        self._record: mmap.mmap | None = None  # the sync file's record, mapped
         self._no_sync_file = False  # it could not be opened or locked here: plain fsyncs
         self._boot = boot_tag()
 
@@ -119,20 +126,13 @@ class WalSync:
             self._close_sync_file()
             return False
         try:
-            try:
-                last = read_record(sync_fd, self._boot)
-            except OSError:
-                last = -math.inf
-            if last > committed:
+            if read_record(self._record, self._boot) > committed:
                 self.shared += 1
                 return True
             started = time.monotonic()
             _fdatasync(self._wal_fd)
             self.fsyncs += 1
-            try:
-                write_record(sync_fd, started, self._boot)
-            except OSError:
-                pass  # only a chance to share lost: our commit is durable all the same
+            write_record(self._record, started, self._boot)
             return True
         finally:
             fcntl.flock(sync_fd, fcntl.LOCK_UN)
@@ -147,11 +147,16 @@ class WalSync:
                 self._sync_fd = os.open(os.path.join(os.path.dirname(db), SYNC_FILE),
                                         os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
                                         mode)
-            except OSError:  # a read-only folder, a foreign file, a folder by that name ...
-                self._no_sync_file = True
+                self._record = mapped(self._sync_fd)
+            except (OSError, ValueError):  # a read-only folder, a foreign file, a folder by
+                self._no_sync_file = True  # that name, a file system without mmap ...
+                self._close_sync_file()
         return self._sync_fd
 
     def _close_sync_file(self) -> None:
+        if self._record is not None:
+            self._record.close()
+            self._record = None
         if self._sync_fd is not None:
             os.close(self._sync_fd)
             self._sync_fd = None
