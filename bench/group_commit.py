@@ -71,11 +71,11 @@ def slow_device(root: str, seconds: float) -> None:
     request at a time and takes `seconds` for each (see --flush-ms)."""
     import fcntl
 
-    from dhp.store import sqlite
+    from dhp.store import wal_sync
 
     device = os.open(os.path.join(os.path.dirname(root), "device.lock"),
                      os.O_RDWR | os.O_CREAT, 0o600)
-    real = sqlite._fdatasync
+    real = wal_sync._fdatasync
 
     def flush(fd: int) -> None:
         fcntl.flock(device, fcntl.LOCK_EX)
@@ -85,7 +85,7 @@ def slow_device(root: str, seconds: float) -> None:
         finally:
             fcntl.flock(device, fcntl.LOCK_UN)
 
-    sqlite._fdatasync = flush
+    wal_sync._fdatasync = flush
 
 
 def window(writers: list[C.Driven], count: int) -> dict:

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 from dhp import api as dhp
 from dhp.core.errors import SchemaViolation
-from dhp.store import sqlite
+from dhp.store import wal_sync
 
 pytestmark = pytest.mark.covers("DHP-CKP-011")
 
@@ -49,7 +49,7 @@ class SyncLog:
         sync_wal = store._sync_wal
 
         def fsynced() -> None:
-            assert os.path.getsize(store._wal) > 0  # the WAL holds the commit it syncs
+            assert os.path.getsize(store._wal_sync.wal) > 0  # the WAL holds the commit it syncs
             sync_wal()
             self.seen[-1] = "FULL"
 
@@ -212,7 +212,7 @@ def test_concurrent_writers_each_sync_every_durable_commit_own_or_shared(tmp_pat
         assert report["fsyncs"] >= 0 and report["shared"] >= 0
         assert dhp.status(store, report["hid"])["state"] == "completed"
         assert [c["state"]["i"] for c in dhp.checkpoints(store, report["hid"])] == list(range(n))
-    assert (tmp_path / sqlite.SYNC_FILE).is_file()
+    assert (tmp_path / wal_sync.SYNC_FILE).is_file()
 
 
 # One durable write (a dispatch) in a process of its own; prints "waiting" when it first
@@ -220,14 +220,14 @@ def test_concurrent_writers_each_sync_every_durable_commit_own_or_shared(tmp_pat
 ONE_WRITE = """
 import json, os, sys, time
 import dhp
-from dhp.store import sqlite
-sqlite.SYNC_WAIT_S = 600  # wait for the test, which holds the flock, however long it takes
+from dhp.store import wal_sync
+wal_sync.SYNC_WAIT_S = 600  # wait for the test, which holds the flock, however long it takes
 said = []
 def pause(seconds):
     if not said:
         said.append(print("waiting", flush=True))
     time.sleep(seconds)
-sqlite._pause = pause
+wal_sync._pause = pause
 store = dhp.Store(sys.argv[1], fsync_interval=0)
 hid = dhp.dispatch(store, task_kind="k", inputs={"pid": os.getpid()}, output_schema={})
 print(json.dumps({"hid": hid, **store.sync_stats()}), flush=True)
@@ -237,9 +237,9 @@ print(json.dumps({"hid": hid, **store.sync_stats()}), flush=True)
 @pytest.mark.parametrize("leader_started", ["after the commit", "before the commit"])
 def test_a_commit_is_shared_only_by_an_fsync_that_started_after_it(tmp_path, leader_started):
     store = dhp.Store(tmp_path, fsync_interval=0)
-    sync_path = tmp_path / sqlite.SYNC_FILE
+    sync_path = tmp_path / wal_sync.SYNC_FILE
     sync_fd = os.open(sync_path, os.O_RDWR | os.O_CREAT, 0o600)
-    wal_fd = os.open(store._wal, os.O_RDONLY)
+    wal_fd = os.open(store._wal_sync.wal, os.O_RDONLY)
     earlier = time.monotonic()
     try:
         fcntl.flock(sync_fd, fcntl.LOCK_EX)  # the test is the leader, its fsync "in progress"
@@ -251,7 +251,8 @@ def test_a_commit_is_shared_only_by_an_fsync_that_started_after_it(tmp_path, lea
             os.fdatasync(wal_fd)
         else:
             started = earlier  # an fsync that began before the writer's commit
-        sqlite._write_last_sync(sync_fd, started, store._boot)
+        with wal_sync.mapped(sync_fd) as record:
+            wal_sync.write_record(record, started, wal_sync.boot_tag())
         fcntl.flock(sync_fd, fcntl.LOCK_UN)
         report = json.loads(writer.communicate(timeout=120)[0])
     finally:
@@ -263,7 +264,7 @@ def test_a_commit_is_shared_only_by_an_fsync_that_started_after_it(tmp_path, lea
     else:
         assert (report["fsyncs"], report["shared"]) == (1, 0)  # it fsynced itself
         with open(sync_path, "rb") as f:  # and recorded when its own fsync started
-            assert sqlite._SYNC_RECORD.unpack(f.read())[0] > started
+            assert wal_sync._RECORD.unpack(f.read())[0] > started
     assert dhp.status(store, report["hid"])["state"] == "pending"
 
 
@@ -271,10 +272,10 @@ def test_a_stopped_holder_of_the_sync_lock_does_not_stall_other_processes(tmp_pa
     """A process stopped while it holds the flock (here: the test, which never lets go)
     costs the others at most SYNC_WAIT_S per commit: they fsync on their own."""
     store = dhp.Store(tmp_path, fsync_interval=0)
-    sync_fd = os.open(tmp_path / sqlite.SYNC_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    sync_fd = os.open(tmp_path / wal_sync.SYNC_FILE, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(sync_fd, fcntl.LOCK_EX)
-        code = ONE_WRITE.replace("sqlite.SYNC_WAIT_S = 600", "")  # the default wait
+        code = ONE_WRITE.replace("wal_sync.SYNC_WAIT_S = 600", "")  # the default wait
         writer = _python(code, tmp_path)
         assert writer.stdout.readline().strip() == "waiting"
         report = json.loads(writer.communicate(timeout=120)[0])  # while the flock is held
@@ -286,26 +287,29 @@ def test_a_stopped_holder_of_the_sync_lock_does_not_stall_other_processes(tmp_pa
 
 
 def test_a_recorded_sync_counts_only_in_this_boot_and_never_from_the_future(tmp_path):
-    store = dhp.Store(tmp_path)
     fd = os.open(tmp_path / "record", os.O_RDWR | os.O_CREAT, 0o600)
+    boot = wal_sync.boot_tag()
     try:
-        assert sqlite._read_last_sync(fd, store._boot) == float("-inf")  # no record yet
-        now = time.monotonic()
-        sqlite._write_last_sync(fd, now, store._boot)
-        assert sqlite._read_last_sync(fd, store._boot) == now
-        other_boot = sqlite._SYNC_RECORD.pack(0.0, b"another-boot")[8:]
-        assert sqlite._read_last_sync(fd, other_boot) == float("-inf")
-        sqlite._write_last_sync(fd, now + 3600, store._boot)  # a clock of another boot
-        assert sqlite._read_last_sync(fd, store._boot) == float("-inf")
-        sqlite._write_last_sync(fd, float("nan"), store._boot)
-        assert sqlite._read_last_sync(fd, store._boot) == float("-inf")
+        with wal_sync.mapped(fd) as record:
+            assert wal_sync.read_record(record, boot) == float("-inf")  # no record yet
+            now = time.monotonic()
+            wal_sync.write_record(record, now, boot)
+            assert wal_sync.read_record(record, boot) == now
+            other_boot = wal_sync._RECORD.pack(0.0, b"another-boot")[8:]
+            assert wal_sync.read_record(record, other_boot) == float("-inf")
+            wal_sync.write_record(record, now + 3600, boot)  # a clock of another boot
+            assert wal_sync.read_record(record, boot) == float("-inf")
+            wal_sync.write_record(record, float("nan"), boot)
+            assert wal_sync.read_record(record, boot) == float("-inf")
+        with open(tmp_path / "record", "rb") as f:  # in the file, for the other processes
+            assert wal_sync._RECORD.unpack(f.read())[1] == boot
     finally:
         os.close(fd)
 
 
 @pytest.mark.parametrize("blocker", ["a folder", "a symlink", "a read-only file"])
 def test_without_a_usable_sync_file_every_sync_is_an_fsync_of_its_own(tmp_path, blocker):
-    sync_path = tmp_path / sqlite.SYNC_FILE
+    sync_path = tmp_path / wal_sync.SYNC_FILE
     if blocker == "a folder":
         sync_path.mkdir(parents=True)
     elif blocker == "a symlink":  # never followed (O_NOFOLLOW), even to a usable file
@@ -323,7 +327,7 @@ def test_without_a_usable_sync_file_every_sync_is_an_fsync_of_its_own(tmp_path, 
     ctx.complete({"n": 1})
     assert log.take() == ["FULL"] * 5  # claim, 3 checkpoints, complete
     assert store.sync_stats() == {"fsyncs": 6, "shared": 0}  # and the dispatch
-    assert store._sync_fd is None and store._no_sync_file
+    assert store._wal_sync._sync_fd is None and store._wal_sync._no_sync_file
 
 
 def test_a_forked_child_opens_its_own_sync_file(tmp_path):
@@ -331,7 +335,7 @@ def test_a_forked_child_opens_its_own_sync_file(tmp_path):
     # parent, so a forked child must open the sync file anew, as it does the WAL.
     store = dhp.Store(tmp_path, fsync_interval=0)
     dhp.dispatch(store, "k", {}, SCHEMA)
-    parent_fd = store._sync_fd
+    parent_fd = store._wal_sync._sync_fd
     to_parent, from_child = os.pipe()
     to_child, from_parent = os.pipe()
     pid = os.fork()
@@ -342,7 +346,7 @@ def test_a_forked_child_opens_its_own_sync_file(tmp_path):
             os.write(from_child, b"1")
             os.read(to_child, 1)  # the parent now holds the flock through its fd
             try:
-                fcntl.flock(store._sync_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(store._wal_sync._sync_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 excluded = False
             except BlockingIOError:
                 excluded = True

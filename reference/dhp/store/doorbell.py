@@ -29,10 +29,12 @@ _names = itertools.count()
 # A folder found without waiters is not listed again while its mtime stays what it was then
 # (folder -> st_mtime_ns). A waiter's FIFO changes the mtime when it is made and when it is
 # renamed, so a waiter that registered later is always listed. Kept only when the listing ran
-# QUIET_AFTER_NS after that mtime: a file system stamps times in steps (2 s on FAT), and an
+# long enough after that mtime: a file system stamps times in steps (the kernel's clock tick
+# where times carry nanoseconds; whole seconds, or 2 s on FAT, where they do not), and an
 # entry made within the step of the mtime seen would not change it.
 _quiet: dict[str, int] = {}
-QUIET_AFTER_NS = 5_000_000_000
+QUIET_AFTER_NS = 5_000_000_000  # file systems with times in whole seconds
+QUIET_AFTER_FINE_NS = 50_000_000  # with nanoseconds: several clock ticks
 
 
 def ring(folder: str | Path) -> int:
@@ -46,7 +48,8 @@ def ring(folder: str | Path) -> int:
         entries = list(os.scandir(key))
     except FileNotFoundError:
         return 0
-    if not entries and listed_at - mtime > QUIET_AFTER_NS:
+    step = QUIET_AFTER_FINE_NS if mtime % 1_000_000_000 else QUIET_AFTER_NS
+    if not entries and listed_at - mtime > step:
         _quiet[key] = mtime
     rung = 0
     for entry in entries:

@@ -12,9 +12,7 @@ than `fsync_interval` (0.1 s) ago; then it waits for the next fsync, which the n
 heartbeat after the interval makes. So a burst of checkpoints shares one fsync per interval,
 and a power loss can forget at most the checkpoints acknowledged within one interval after
 the last fsync (the WAL keeps a prefix: a synced commit makes every earlier one durable).
-Group commit: processes writing to one store share fsyncs through `wal-sync` beside the
-database (see `_sync_wal`): a commit whose WAL frames an fsync started after it already covers
-is acknowledged without an fsync of its own.
+Processes writing to one store share fsyncs (group commit, dhp.store.wal_sync).
 Heartbeats ("none") never need an fsync of their own; losing one only shortens a lease. Where
 WAL mode is unavailable (a file system without shared memory) every commit runs at FULL.
 
@@ -39,12 +37,10 @@ A store written by a newer release (higher version) is refused rather than misre
 
 from __future__ import annotations
 
-import fcntl
 import json
 import math
 import os
 import sqlite3
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -57,9 +53,9 @@ from dhp.core.clock import boot_id, store_clock
 from dhp.core.errors import Internal, InvalidInput, StoreCorrupt, Unavailable
 from dhp.core.limits import Limits
 from dhp.store import doorbell, liveness
+from dhp.store.wal_sync import WalSync
 
 DB_FILE = "dhp.sqlite3"
-SYNC_FILE = "wal-sync"  # group commit across processes (SQLiteStore._sync_wal)
 BUSY_TIMEOUT_S = 30.0
 
 # Each entry is one migration: the SQL that takes the schema from version i to i + 1.
@@ -191,7 +187,8 @@ def _row(values: tuple) -> dict:
 def _record_values(record: dict) -> list:
     if record.keys() != _RECORD_KEYS:
         raise Internal(f"record members {sorted(record)} do not match the store's columns")
-    return [_dumps(record[k]) if k == "budget" else record[k] for k in RECORD_COLUMNS]
+    return [("{}" if record[k] == {} else _dumps(record[k])) if k == "budget" else record[k]
+            for k in RECORD_COLUMNS]
 
 
 _RECORD_KEYS = frozenset(RECORD_COLUMNS)
@@ -442,54 +439,7 @@ class SQLiteTx(Tx):
 
 
 # What SQLite itself syncs a WAL with: the data, and the size when it grew, not the times.
-_fdatasync = getattr(os, "fdatasync", os.fsync)
 _CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
-
-# The record of the sync file: time.monotonic() at the start of the last completed fsync of
-# the WAL, and the boot it was taken in (the clock restarts at a reboot; the file stays).
-_SYNC_RECORD = struct.Struct("=d40s")
-
-
-def _read_last_sync(fd: int, boot: bytes) -> float:
-    """The start of the last completed fsync recorded in the sync file, or -inf when there is
-    none (a new file), it was taken in another boot, or it cannot be one (in the future)."""
-    data = os.pread(fd, _SYNC_RECORD.size, 0)
-    if len(data) != _SYNC_RECORD.size:
-        return -math.inf
-    started, recorded_boot = _SYNC_RECORD.unpack(data)
-    if recorded_boot != boot or not started <= time.monotonic():  # NaN fails too
-        return -math.inf
-    return started
-
-
-def _write_last_sync(fd: int, started: float, boot: bytes) -> None:
-    os.pwrite(fd, _SYNC_RECORD.pack(started, boot), 0)
-
-
-# The longest a commit waits for another process's fsync (the sync file's flock) before it
-# fsyncs on its own: a holder stopped (SIGSTOP, a debugger) or stuck must not stall the
-# other processes' acknowledgements. Several fsyncs of a slow disk.
-SYNC_WAIT_S = 0.05
-
-
-def _lock_within(fd: int, seconds: float) -> bool:
-    """An exclusive flock of `fd`, polled (flock has no timeout) until `seconds` pass;
-    False then. OSError other than "held by another" is raised."""
-    deadline = time.monotonic() + seconds
-    pause = 50e-6  # a fsync takes a few hundred microseconds on a fast disk
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                return False
-        _pause(pause)
-        pause = min(2 * pause, 0.001)
-
-
-_pause = time.sleep  # (a test replaces it to see that a commit waits for the flock)
-
 
 def _store_error(exc: sqlite3.Error, where: str) -> Exception:
     """The typed error of an SQLite failure: a damaged file is StoreCorrupt (retrying cannot
@@ -530,18 +480,15 @@ class SQLiteStore(StoreBackend):
         self._lock = threading.RLock()
         self._busy_thread: int | None = None
         self._conn: sqlite3.Connection | None = None
-        self._wal: str | None = None  # the WAL file, which transaction() fsyncs
-        self._wal_fd: int | None = None
-        # Group commit: this process's own fd of the sync file (an flock belongs to the open
-        # file, so a child process opens its own after fork, as it does the WAL's).
+        # This process's syncs of the WAL, which transaction() makes (None: not in WAL mode).
+        self._wal_sync: WalSync | None = None
         self._group_commit = True  # False: every sync is an fsync of this process's own
-        self._sync_fd: int | None = None
-        self._no_sync_file = False  # it could not be opened (or locked) here: plain fsyncs
-        self._boot = _SYNC_RECORD.pack(0.0, boot_id().encode("ascii", "replace"))[8:]
-        self._fsyncs = 0  # fsyncs of the WAL this process made
-        self._shared = 0  # syncs another process's fsync covered
         self._pid = -1
         self._connection()  # create and migrate now, so errors surface at open
+        try:  # made now, so announce_work never stats a folder that is not there
+            os.mkdir(self._wake)
+        except OSError:
+            pass  # there already, or a read-only folder: a waiter makes it
         # Keyed to the database file itself, not to the folder it was reached through: a
         # symlinked dhp.sqlite3 must share its owners' liveness locks (DHP-LSE-005).
         self.liveness = liveness.for_folder(
@@ -567,15 +514,14 @@ class SQLiteStore(StoreBackend):
                 # In WAL mode a commit at NORMAL is a commit at FULL without its fsync of the
                 # WAL, which transaction() makes itself when one is due. In any other mode
                 # (a file system without shared memory) every commit is fsynced by SQLite.
-                self._wal = (os.path.realpath(self.path / DB_FILE) + "-wal"
-                             if mode.lower() == "wal" else None)
-                conn.execute(f"PRAGMA synchronous={'NORMAL' if self._wal else 'FULL'}")
+                wal = mode.lower() == "wal"
+                conn.execute(f"PRAGMA synchronous={'NORMAL' if wal else 'FULL'}")
                 self._migrate(conn)
             except sqlite3.Error as exc:
                 raise _store_error(exc, f"cannot open the store at {self.path}") from None
             self._close_wal()  # the previous connection's (or the parent process's)
-            if self._pid != os.getpid():
-                self._fsyncs = self._shared = 0  # sync_stats() counts this process's
+            if wal:
+                self._wal_sync = WalSync(os.path.realpath(self.path / DB_FILE) + "-wal")
             self._conn, self._pid = conn, os.getpid()
             self._synced_at, self._unsynced = -math.inf, False  # a new process: nothing yet
         return self._conn
@@ -680,101 +626,27 @@ class SQLiteStore(StoreBackend):
                 self._busy_thread = None
 
     def _sync_wal(self) -> None:
-        """Make this process's commits so far durable: fsync the WAL, unless an fsync that
-        another process started after our COMMIT returned has completed (group commit).
-
-        Why skipping is safe: an fdatasync of a file makes durable every write to it (through
-        any fd, by any process) issued before the fdatasync started. Our COMMIT wrote our
-        frames to the WAL before it returned, and `committed` is read after that, so a
-        completed fsync of this WAL whose start time is later than `committed` covered them
-        (CLOCK_MONOTONIC is one clock for every process of the host and never goes back, so
-        "started later" by it is later in fact). The WAL is a log, so that fsync covered our
-        earlier commits too. Frames that a later writer overwrites after a WAL checkpoint are
-        no loss: at synchronous=NORMAL SQLite fsyncs the WAL before a checkpoint and the
-        database after it, and restarts the WAL only after a complete one. A start time is
-        recorded only after its fsync succeeded, and the record is read and written only
-        under an exclusive flock of the sync file, which the leader holds across its fsync:
-        a follower waits there for the fsync in progress, then finds its commit covered or
-        fsyncs itself (covering whoever queued behind it meanwhile).
-
-        The write lock is free meanwhile, so other writers need not wait for the disk.
-        """
-        if self._wal is None:
+        """Make this process's commits so far durable: an fsync of the WAL, this process's or
+        one another process started after our commit (dhp.store.wal_sync). The write lock is
+        free meanwhile, so other writers need not wait for the disk."""
+        if self._wal_sync is None:
             return  # SQLite fsynced the commit itself (synchronous=FULL)
-        committed = time.monotonic()
         try:
-            if self._wal_fd is None:  # kept while the connection lives: SQLite neither
-                # removes nor replaces the WAL file while a connection has the store open
-                self._wal_fd = os.open(self._wal, os.O_RDONLY | os.O_CLOEXEC)
-            sync_fd = self._sync_file() if self._group_commit else None
-            if sync_fd is not None and self._lead_or_follow(sync_fd, committed):
-                return
-            _fdatasync(self._wal_fd)
-            self._fsyncs += 1
+            self._wal_sync.sync(share=self._group_commit)
         except OSError as exc:
             raise Unavailable(f"store {self.path}: fsync of the WAL failed: {exc}") from None
 
-    def _lead_or_follow(self, sync_fd: int, committed: float) -> bool:
-        """Under the sync file's flock: skip (a later fsync covered us) or fsync and record
-        when it started. False where the file system refuses flock: fsync without it."""
-        try:
-            if not _lock_within(sync_fd, SYNC_WAIT_S):
-                return False  # the holder is stopped or slow: fsync without waiting on
-        except OSError:
-            self._no_sync_file = True  # e.g. ENOLCK: no sharing here, as without the file
-            self._close_sync_file()
-            return False
-        try:
-            try:
-                last = _read_last_sync(sync_fd, self._boot)
-            except OSError:
-                last = -math.inf
-            if last > committed:
-                self._shared += 1  # an fsync that started after our commit covered it
-                return True
-            started = time.monotonic()
-            _fdatasync(self._wal_fd)
-            self._fsyncs += 1
-            try:
-                _write_last_sync(sync_fd, started, self._boot)
-            except OSError:
-                pass  # only a chance to share lost: our commit is durable all the same
-            return True
-        finally:
-            fcntl.flock(sync_fd, fcntl.LOCK_UN)
-
-    def _sync_file(self) -> int | None:
-        """This process's fd of the sync file beside the database (made on first use with
-        the database file's permissions), or None where it cannot be opened: then every sync
-        is a plain fsync of this process's own, as without group commit."""
-        if self._sync_fd is None and not self._no_sync_file:
-            db = os.path.realpath(self.path / DB_FILE)
-            try:
-                mode = os.stat(db).st_mode & 0o666
-                self._sync_fd = os.open(os.path.join(os.path.dirname(db), SYNC_FILE),
-                                        os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
-                                        mode)
-            except OSError:  # a read-only folder, a foreign file, a folder by that name ...
-                self._no_sync_file = True
-        return self._sync_fd
-
     def sync_stats(self) -> dict[str, int]:
-        """This process's syncs of the WAL since it opened the store: `fsyncs` it made, and
+        """This process's syncs of the WAL on its current connection: `fsyncs` it made, and
         `shared` ones another process's fsync covered (for tests and bench/group_commit.py;
         not part of the public API)."""
-        return {"fsyncs": self._fsyncs, "shared": self._shared}
-
-    def _close_sync_file(self) -> None:
-        if self._sync_fd is not None:
-            os.close(self._sync_fd)
-            self._sync_fd = None
+        sync = self._wal_sync
+        return {"fsyncs": sync.fsyncs if sync else 0, "shared": sync.shared if sync else 0}
 
     def _close_wal(self) -> None:
-        if self._wal_fd is not None:
-            os.close(self._wal_fd)
-            self._wal_fd = None
-        self._close_sync_file()
-        self._no_sync_file = False  # a new connection (or process) tries again
+        if self._wal_sync is not None:
+            self._wal_sync.close()
+            self._wal_sync = None
 
     def announce_work(self) -> None:
         doorbell.ring(self._wake)
