@@ -403,3 +403,24 @@ def test_every_acknowledged_checkpoint_survives_sigkill_of_group_committing_writ
     store = dhp.Store(tmp_path)
     for hid, last in zip(hids, acked, strict=True):
         assert dhp.last_checkpoint(store, hid)["i"] >= last
+
+
+@pytest.mark.parametrize("fsyncs_are", ["fast", "slow"])
+def test_a_process_whose_fsyncs_are_fast_does_not_queue_for_the_sync_lock(
+        tmp_path, monkeypatch, fsyncs_are):
+    """Below SHARE_ABOVE_S per fsync, concurrent fsyncs run side by side in the kernel: after
+    its first fsync (measured) a process fsyncs without the lock; above it, it queues."""
+    monkeypatch.setattr(wal_sync, "SHARE_ABOVE_S", 3600.0 if fsyncs_are == "fast" else 0.0)
+    monkeypatch.setattr(wal_sync, "SYNC_WAIT_S", 0.01)
+    waited = []
+    monkeypatch.setattr(wal_sync, "_pause", lambda s: waited.append(s) or time.sleep(s))
+    store = dhp.Store(tmp_path, fsync_interval=0)
+    dhp.dispatch(store, "k", {"n": 1}, SCHEMA)  # the first fsync: its time is measured
+    sync_fd = os.open(tmp_path / wal_sync.SYNC_FILE, os.O_RDWR)
+    try:
+        fcntl.flock(sync_fd, fcntl.LOCK_EX)  # another process's fsync, in progress
+        dhp.dispatch(store, "k", {"n": 2}, SCHEMA)
+    finally:
+        os.close(sync_fd)
+    assert bool(waited) == (fsyncs_are == "slow")
+    assert store.sync_stats() == {"fsyncs": 2, "shared": 0}

@@ -15,8 +15,9 @@ when its fsync started. Frames that a later writer overwrites after a WAL checkp
 loss: at synchronous=NORMAL SQLite fsyncs the WAL before a checkpoint and the database after
 it, and restarts the WAL only after a complete one.
 
-A process waits for another's fsync at most SYNC_WAIT_S, then fsyncs on its own, so a holder
-that is stopped (SIGSTOP, a debugger) or stuck cannot stall the others. Where the file cannot
+A process shares only while its fsyncs are slow (SHARE_ABOVE_S), and waits for another's fsync at
+most SYNC_WAIT_S, then fsyncs on its own, so a holder that is stopped (SIGSTOP, a debugger)
+or stuck cannot stall the others. Where the file cannot
 be opened or locked, every sync is a plain fsync of the process's own.
 """
 
@@ -36,6 +37,11 @@ SYNC_FILE = "wal-sync"
 # The longest a commit waits for another process's fsync before it fsyncs on its own: several
 # fsyncs of a slow disk.
 SYNC_WAIT_S = 0.05
+
+# Sharing pays where a flush is slow. Where this process's fsyncs take less than this (a disk
+# with a write cache, NVMe), concurrent fsyncs proceed side by side in the kernel, and queueing
+# them behind one lock would only cost (bench/group_commit.py measures both).
+SHARE_ABOVE_S = 0.001
 
 # The record: time.monotonic() at the start of the last completed fsync of the WAL, and the
 # boot it was taken in (the clock restarts at a reboot; the file stays).
@@ -75,8 +81,8 @@ def _lock_within(fd: int, seconds: float) -> bool:
     """An exclusive flock of `fd`, polled (flock has no timeout) until `seconds` pass;
     False then. OSError other than "held by another" is raised."""
     deadline = time.monotonic() + seconds
-    pause = 50e-6  # an fsync takes a few hundred microseconds on a fast disk
-    while True:
+    pause = 20e-6  # an fsync takes a few hundred microseconds on a fast disk: a waiter
+    while True:  # that sleeps longer than that only adds to its commit's latency
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return True
@@ -84,7 +90,7 @@ def _lock_within(fd: int, seconds: float) -> bool:
             if time.monotonic() >= deadline:
                 return False
         _pause(pause)
-        pause = min(2 * pause, 0.001)
+        pause = min(2 * pause, 200e-6)
 
 
 class WalSync:
@@ -100,6 +106,7 @@ class WalSync:
         self._record: mmap.mmap | None = None  # the sync file's record, mapped
         self._no_sync_file = False  # it could not be opened or locked here: plain fsyncs
         self._boot = boot_tag()
+        self._fsync_s: float | None = None  # how long this process's fsyncs take (moving mean)
 
     def sync(self, share: bool = True) -> None:
         """Return once every commit this process made to the WAL so far is durable; call it
@@ -109,11 +116,20 @@ class WalSync:
         if self._wal_fd is None:  # kept while the connection lives: SQLite neither removes
             # nor replaces the WAL file while a connection has the store open
             self._wal_fd = os.open(self.wal, os.O_RDONLY | os.O_CLOEXEC)
-        sync_fd = self._sync_file() if share else None
+        slow = self._fsync_s is None or self._fsync_s >= SHARE_ABOVE_S
+        sync_fd = self._sync_file() if share and slow else None
         if sync_fd is not None and self._lead_or_follow(sync_fd, committed):
             return
+        self._fsync()
+
+    def _fsync(self) -> float:
+        """fsync the WAL; returns when the fsync started."""
+        started = time.monotonic()
         _fdatasync(self._wal_fd)
+        took = time.monotonic() - started
+        self._fsync_s = took if self._fsync_s is None else 0.8 * self._fsync_s + 0.2 * took
         self.fsyncs += 1
+        return started
 
     def _lead_or_follow(self, sync_fd: int, committed: float) -> bool:
         """Under the sync file's flock: done (a later fsync covered us) or fsync and record
@@ -129,10 +145,7 @@ class WalSync:
             if read_record(self._record, self._boot) > committed:
                 self.shared += 1
                 return True
-            started = time.monotonic()
-            _fdatasync(self._wal_fd)
-            self.fsyncs += 1
-            write_record(self._record, started, self._boot)
+            write_record(self._record, self._fsync(), self._boot)
             return True
         finally:
             fcntl.flock(sync_fd, fcntl.LOCK_UN)
