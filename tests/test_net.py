@@ -718,7 +718,11 @@ def test_several_shippers_at_once_some_shipping_the_same_handoff(tmp_path, serve
         stored = api.checkpoints(server.store, env["handoff_id"])
         assert stored == recs
         chain.verify_chain(env["handoff_id"], stored)
-    assert server.stats["duplicates"] >= 2
+    # Each distinct frame stored once (6 envelopes and their records); every frame of the two
+    # repeated handoffs' second shipper a duplicate (more after a reconnect's resend).
+    frames = 150 + 1
+    assert server.stats["stored"] == 6 * frames
+    assert server.stats["duplicates"] >= 2 * frames
 
 
 # --- TLS ------------------------------------------------------------------------------------
@@ -822,3 +826,18 @@ def test_peer_store_can_be_passed_in(tmp_path):
         client.close()
     assert len(api.list_handoffs(store)) == 1
     store.close()
+
+
+@pytest.mark.covers("DHP-TRN-001")
+def test_a_record_that_is_not_json_is_refused_by_name_and_queues_nothing(tmp_path, server):
+    ship = shipper(tmp_path, server.port)
+    env = envelope("not-json")
+    good = records(env, 1)[0]
+    bad = dict(good, state={"tags": {"a", "b"}})  # a set: no JSON value
+    with pytest.raises(InvalidInput, match="not JSON") as refused:
+        ship.ship_checkpoint(env, bad)
+    assert refused.value.requirement == "DHP-TRN-001"
+    ship.ship_checkpoint(env, good)  # the shipper goes on
+    assert ship.flush(30)
+    ship.close()
+    assert api.checkpoints(server.store, env["handoff_id"]) == [good]

@@ -43,7 +43,6 @@ from dhp.heartbeats import schedule as _heartbeats
 from dhp.observe import tracing
 from dhp.observe.tracing import traced
 from dhp.store import Store
-from dhp.transport.file import ingest_file
 
 __all__ = [
     "Store", "StoreBackend", "TaskContext", "cancel", "check_integrity", "checkpoints", "claim",
@@ -502,6 +501,8 @@ def import_log(store: StoreBackend, path: str | os.PathLike) -> str:
     """Verify a log completely, then store what is new of it exactly as the transport
     ingests the same records, all or nothing (DHP-LOG-008, DHP-LOG-010): the handoff is
     then ready to recover. Returns its id."""
+    from dhp.transport.file import ingest_file  # its imports cost start-up time elsewhere
+
     hid = ingest_file(store, path)["handoff_id"]
     store.announce_work()  # an orphaned handoff may now wait for a worker
     return hid

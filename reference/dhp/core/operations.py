@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import math
-import random
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -267,6 +266,12 @@ def _dead_owners_row(backend: StoreBackend, tx: Any, kinds: tuple[str, ...]) -> 
 
 # --- the fenced writes ----------------------------------------------------------------------
 
+def _draw() -> float:
+    import random  # only a release with backoff needs it (start-up time of every command)
+
+    return random.random()
+
+
 # When each fenced write must survive a power loss (backend.transaction, DHP-CKP-011).
 WRITE_SYNC = {"heartbeat": "none", "checkpoint": "batch"}
 
@@ -308,7 +313,7 @@ def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *
         now = backend.now()
         op = {"name": name, "worker": worker, "fence": fence, "ttl": ttl, "spend": spend,
               "delay_s": delay_s, "backoff": backoff,
-              "draw": random.random() if backoff else 0.0}
+              "draw": _draw() if backoff else 0.0}
         if row is not None and incarnation is not None \
                 and row["owner_incarnation"] not in (None, incarnation):
             op["worker"] = worker + EARLIER_INCARNATION

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import select
-import subprocess
 import sys
 import threading
 import time
@@ -125,7 +124,7 @@ class _Helper:
     """The helper process, started on first use and restarted after it is killed."""
 
     def __init__(self) -> None:
-        self._proc: subprocess.Popen | None = None
+        self._proc: Any = None  # a subprocess.Popen once started
         self._mutex = threading.Lock()
 
     def errors(self, output_schema: dict, result: Any, budget_s: float) -> list[dict]:
@@ -144,7 +143,9 @@ class _Helper:
                 return over_budget(budget_s)
         return json.loads(answer)
 
-    def _start(self) -> subprocess.Popen:
+    def _start(self) -> Any:
+        import subprocess  # only where a result schema needs the helper (start-up time)
+
         if self._proc is None or self._proc.poll() is not None:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "dhp.core.result_helper"], stdin=subprocess.PIPE,
