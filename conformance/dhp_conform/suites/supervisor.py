@@ -129,6 +129,14 @@ def leader_killed(ctx: Ctx) -> None:
     terms.add(s2, second)
     leader, other = (s2, s1) if second.get("leader") and not first.get("leader") else (s1, s2)
     sc.kill(leader)
+    if "liveness" in ctx.features:  # the dead leader's liveness lock is free at once
+        early = _pass(ctx, other, "the other supervisor's pass right after the kill")
+        terms.add(other, early)
+        ctx.expect("DHP-SUP-013", early.get("leader") is True,
+                   "the leading supervisor process was SIGKILLed, so its liveness lock is "
+                   "free, yet the other supervisor's next pass (inside the dead leader's "
+                   f"{sc.ttl:g} s leadership lease) did not take the leadership",
+                   early["_reply"])
     hid = dispatch(ctx, w)
     ctx.need(take(ctx, w, hid, ttl=lease), "claim")
     time.sleep(max(lease, sc.ttl) + 0.15)  # the handoff's lease and the leadership expired
@@ -156,6 +164,13 @@ def leader_killed(ctx: Ctx) -> None:
                "the restarted supervisor orphaned the handoff a second time", back["_reply"])
     time.sleep(sc.ttl + 0.15)  # the survivor's leadership lapses: the restarted one takes it
     terms.add(leader, _pass(ctx, leader, "the restarted supervisor's pass after a lease"))
+    # Killed while leading and restarted at once under the same ID, inside the dead
+    # incarnation's lease: a new term or none yet, never the old one (DHP-SUP-014).
+    sc.kill(leader)
+    sc.restart(leader)
+    terms.add(leader, _pass(ctx, leader, "the supervisor restarted at once after a kill"))
+    time.sleep(sc.ttl + 0.15)
+    terms.add(leader, _pass(ctx, leader, "its pass once the dead incarnation's lease ran out"))
     terms.judge()
 
 
@@ -402,7 +417,7 @@ CHECKS = [
     _check("dead-owner", ["DHP-SUP-003", "DHP-LSE-005", "DHP-LSE-011"], dead_owner),
     _check("live-lease-kept", ["DHP-SUP-002", "DHP-LSE-011"], live_leases),
     _check("leader-killed", ["DHP-SUP-012", "DHP-ADP-015", "DHP-SUP-007", "DHP-SUP-010",
-                             "DHP-SUP-014"], leader_killed),
+                             "DHP-SUP-014", "DHP-SUP-013"], leader_killed),
     _check("budgets", ["DHP-SUP-005", "DHP-SUP-006", "DHP-SUP-001", "DHP-ADP-023",
                        "DHP-SUP-017"], budgets),
     _check("stalled", ["DHP-SUP-004", "DHP-SUP-002"], stalled),

@@ -24,6 +24,7 @@ from .. import oracle, wire
 from .base import SCHEMA, Check, CheckAborted, Ctx, dispatch, take, write
 
 MAX_FRAME = 65536  # what the kit asks the server for, so the oversized frame stays small
+DEFAULT_MAX_FRAME = 16 * 1024 * 1024  # a server's maximum when none is asked for (DHP-TRN-002)
 
 
 # --- what the kit ships -------------------------------------------------------------------
@@ -107,13 +108,15 @@ class Peer:
     """The implementation's transport server in one adapter process, and what the kit reads
     back through that process."""
 
-    def __init__(self, ctx: Ctx, name: str):
+    def __init__(self, ctx: Ctx, name: str, max_frame: int | None = MAX_FRAME):
         self.ctx = ctx
         self.sc = ctx.scenario(name, ttl=5.0)
         self.proc = self.sc.spawn("peer")
         self.secret = _secret()
-        reply = self.proc.call("transport_serve", {"secret": self.secret, "port": 0,
-                                                   "max_frame": MAX_FRAME})
+        serve = {"secret": self.secret, "port": 0}
+        if max_frame is not None:  # None: the server's default
+            serve["max_frame"] = max_frame
+        reply = self.proc.call("transport_serve", serve)
         data = ctx.need(reply, "transport_serve")
         if not isinstance(data, dict) or type(data.get("port")) is not int \
                 or type(data.get("max_frame")) is not int:
@@ -228,6 +231,14 @@ def server_valid_log(ctx: Ctx) -> None:
                f"reported {peer.max_frame} (at least 65536 required)")
     ctx.expect("DHP-TRN-005", peer.secret.encode() not in s.conn.received,
                "the server sent the shared secret on the wire")
+    # Asked for no maximum, the server bounds frames by the default (DHP-TRN-002).
+    by_default = Peer(ctx, "trn-server-default-max-frame", max_frame=None).session()
+    announced = by_default.challenge.get("max_frame") \
+        if isinstance(by_default.challenge, dict) else None
+    ctx.expect("DHP-TRN-002", announced == DEFAULT_MAX_FRAME,
+               f"a server started without a max_frame announces {_short(announced)}; the "
+               f"default is {DEFAULT_MAX_FRAME} (16 MiB)")
+    by_default.conn.close()
 
     a_id, a_env = _handoff(ctx, "a")
     b_id, b_env = _handoff(ctx, "b")
@@ -503,6 +514,13 @@ def server_rejects_bad_frames(ctx: Ctx) -> None:
     case("a result that does not satisfy the output schema", [fr.make("result", bad_result)],
          "schema_violation", "DHP-TRN-015")
     unchanged("a result that does not satisfy the output schema", "DHP-TRN-015")
+
+    # sealed with the member, so only the record's shape is wrong (additionalProperties)
+    extra = _sealed({"handoff_id": a_id, "fence": 1, "result": {"total": 7}, "prev": h3,
+                     "note": "a member result.json does not define"})
+    case("a result record with a member its schema does not define",
+         [fr.make("result", extra)], "invalid_input", "DHP-RES-005")
+    unchanged("a result record with an undefined member", "DHP-RES-005")
 
     case("a data frame with an id but not valid against the frame schema",
          [{"type": "checkpoint", "id": fr.make("checkpoint", {})["id"],
@@ -934,7 +952,7 @@ CHECKS = [
           ["DHP-TRN-001", "DHP-TRN-005", "DHP-TRN-006"],
           server_refuses_unauthenticated, feature=FEATURE, cls="transport"),
     Check("transport", "server-rejects-bad-frames",
-          ["DHP-TRN-001", "DHP-TRN-002", "DHP-TRN-014", "DHP-TRN-015", "DHP-TRN-016",
+          ["DHP-TRN-001", "DHP-TRN-002", "DHP-TRN-014", "DHP-TRN-015", "DHP-TRN-016", "DHP-RES-005",
            "DHP-TRN-030"],
           server_rejects_bad_frames, feature=FEATURE, cls="transport"),
     Check("transport", "peer-owns-its-copy", ["DHP-TRN-019"], peer_owns_its_copy,
