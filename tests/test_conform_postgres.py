@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
+import dhp
 import pytest
 
 pytestmark = pytest.mark.usefixtures("postgres_schemas")
@@ -52,3 +54,26 @@ def test_full_run_on_postgres_has_zero_findings(tmp_path, postgres_schemas, seed
     assert code == 0, output
     assert findings(report) == [], output
     assert {v["verdict"] for v in report["verdicts"].values()} == {"PASS"}, report["verdicts"]
+
+
+def test_a_fresh_data_folder_gets_a_fresh_schema_on_the_server(tmp_path, postgres_schemas):
+    """A reused --history folder maps to the same schema names: the kit clears the folder,
+    and the adapter's first init of the new folder drops what the earlier run left there."""
+    from dhp.adapter import Adapter
+
+    server = postgres_schemas.url_for(f"{postgres_schemas.prefix}_reuse")
+    data = tmp_path / "run" / "data" / "001-scenario"
+    init = {"data": str(data), "ttl": 5.0}
+    first = Adapter(server)
+    first.cmd_init(init)
+    first.cmd_dispatch({"task_kind": "k", "inputs": {}, "output_schema": {}, "budget": {}})
+    second = Adapter(server)  # another process of the same scenario: the same store
+    second.cmd_init(init)
+    assert len(dhp.list_handoffs(second.store)) == 1
+    for adapter in (first, second):
+        adapter.store.close()
+    shutil.rmtree(tmp_path / "run")  # what the kit does to a reused --history folder
+    again = Adapter(server)
+    again.cmd_init(init)
+    assert dhp.list_handoffs(again.store) == []
+    again.store.close()

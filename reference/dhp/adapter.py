@@ -81,6 +81,25 @@ def store_location(data: str, server: str | None) -> str:
     return f"{server.partition('?')[0]}?{'&'.join([*rest, f'schema={schema}_{digest}'])}"
 
 
+def _fresh_schema_for_a_fresh_folder(data: Path, location: str) -> None:
+    """A data folder the kit has just made gets a schema as new as itself: the first process
+    to init it drops what an earlier run left under the same name (a reused --history folder
+    maps to the same schema), so no run judges another run's leftovers."""
+    data.mkdir(parents=True, exist_ok=True)
+    try:
+        os.close(os.open(data / ".dhp-adapter-schema", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return  # another process of this scenario made it fresh already
+    import psycopg
+    from psycopg import sql
+
+    from dhp.store.postgres import split_location
+
+    url, schema = split_location(location)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
 class Adapter:
     def __init__(self, server: str | None = None) -> None:
         self.server_url = server  # a postgresql:// URL, or None for SQLite folders
@@ -117,7 +136,10 @@ class Adapter:
         self.clock = ManualClock() if clock == "manual" else None
         self.process = str(args.get("process") or "adapter")
         self.data = Path(args["data"])
-        self.store = api.Store(store_location(args["data"], self.server_url), ttl=self.ttl,
+        location = store_location(args["data"], self.server_url)
+        if self.server_url:
+            _fresh_schema_for_a_fresh_folder(self.data, location)
+        self.store = api.Store(location, ttl=self.ttl,
                                heartbeat_interval=interval if interval else None,
                                clock=self.clock)
         return {}
