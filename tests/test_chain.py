@@ -12,7 +12,7 @@ import dhp_data
 import pytest
 import rfc8785
 from dhp import IntegrityError, InvalidInput
-from dhp.core import schemas
+from dhp.core import chain, schemas
 from dhp.core.canonical import canonical_json, checkpoint_parts, result_parts
 from dhp.core.chain import (
     ChainVerifier,
@@ -330,3 +330,16 @@ def test_any_changed_byte_breaks_the_chain_or_the_parse(states, data):
     # Not detected: then the change was only a different spelling of the same JSON values
     # (e.g. 1e+21 vs 1E+21, or \u001f vs \u001F), so the chain really is unchanged.
     assert records == copy.deepcopy(chain)
+
+
+@pytest.mark.covers("DHP-CJ-007")
+@pytest.mark.parametrize("state", [{"t": (1, 2)}, {1: "a"}, {"s": {1, 2}}])
+def test_a_record_of_a_value_that_is_not_json_is_refused_not_hashed(state):
+    """Records are hashed over canonical JSON: a state the JSON encoder would quietly turn
+    into JSON (a tuple into an array, an integer key into a string) is refused by path."""
+    hid = "sha256:" + "a" * 64
+    with pytest.raises(InvalidInput, match=r"\$\.state") as refused:
+        chain.make_record(hid, 1, 1, state, 0, hid)
+    assert refused.value.requirement == "DHP-CJ-007"
+    with pytest.raises(InvalidInput, match=r"\$\.result"):
+        chain.make_result_record(hid, 1, state, hid)

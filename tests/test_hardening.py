@@ -468,3 +468,33 @@ def test_the_kit_limits_suite_passes_on_the_reference(tmp_path):
     judged = {r["requirement"] for r in report["results"]
               if r["check"].startswith("limits:") and r["status"] == "PASS"}
     assert {f"DHP-LIM-00{n}" for n in (1, 3, 4, 5, 6, 7)} <= judged, output
+
+
+def test_a_store_locked_past_its_busy_timeout_is_unavailable_and_keeps_its_work(
+        tmp_path, monkeypatch):
+    """Another connection holding the write lock longer than the busy timeout makes a write
+    fail with `unavailable` (retry later, outcome known: nothing stored), not `internal`."""
+    from dhp.store import sqlite as sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "BUSY_TIMEOUT_S", 0.1)
+    store = dhp.Store(tmp_path / "s")
+    kept = dhp.dispatch(store, "k", {"n": 1}, {"type": "object"})
+    blocker = sqlite3.connect(tmp_path / "s" / DB_FILE, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # the write lock, held
+    try:
+        with pytest.raises(dhp.Unavailable):
+            dhp.dispatch(store, "k", {"n": 2}, {"type": "object"})
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert [h["handoff_id"] for h in dhp.list_handoffs(store)] == [kept]
+    dhp.dispatch(store, "k", {"n": 2}, {"type": "object"})  # and works once the lock is free
+    store.close()
+
+
+def test_a_store_sqlite_cannot_open_is_unavailable_not_internal(tmp_path):
+    """SQLite's operational errors (here: the database file is a folder) are `unavailable`,
+    with the store named: the caller may fix the place and retry."""
+    (tmp_path / "s" / DB_FILE).mkdir(parents=True)
+    with pytest.raises(dhp.Unavailable, match="cannot open the store"):
+        dhp.Store(tmp_path / "s")
