@@ -58,6 +58,7 @@ def test_every_take_is_journaled_with_how_the_owner_was_lost(store):
     found = events(store, hid)
     assert brief(found) == [("claim", 1, "w1", None), ("claim_next", 2, "w2", None),
                             ("recover", 3, "w3", journal.EXPIRED)]
+    assert events(store, hid, last=2) == found[1:]  # the last two, oldest first
     assert found[0]["lost_s"] is None and found[1]["lost_s"] is None
     # lost at the lease's expiry (claim + 1 s), taken 0.3 s or more after it
     assert found[2]["lost_s"] >= 0.25
