@@ -343,3 +343,15 @@ def test_a_record_of_a_value_that_is_not_json_is_refused_not_hashed(state):
     assert refused.value.requirement == "DHP-CJ-007"
     with pytest.raises(InvalidInput, match=r"\$\.result"):
         chain.make_result_record(hid, 1, state, hid)
+
+
+@pytest.mark.covers("DHP-CKP-002")
+def test_a_seq_error_says_whether_a_record_is_missing_or_seen_twice():
+    hid = "sha256:" + "b" * 64
+    first = chain.make_record(hid, 1, 1, {"n": 1}, 0, hid)
+    second = chain.make_record(hid, 2, 1, {"n": 2}, 0, first["hash"])
+    third = chain.make_record(hid, 3, 1, {"n": 3}, 0, second["hash"])
+    with pytest.raises(IntegrityError, match="seq 2 is missing"):
+        chain.verify_chain(hid, [first, third])
+    with pytest.raises(IntegrityError, match="seq 1 is duplicate"):
+        chain.verify_chain(hid, [first, first])
