@@ -323,3 +323,14 @@ def test_missing_store_is_refused_not_created(tmp_path):
     assert run.returncode == 1
     assert f"no DHP store at {missing}" in run.stderr
     assert not missing.exists()
+
+
+def test_run_for_a_time_passes_every_interval_until_then(store):
+    """`run(seconds)` passes every `interval` until the time is up, then resigns."""
+    passes = []
+    sup = Supervisor(store, "sup-timed", ttl=5.0, interval=0.05, out=[].append)
+    real = sup.run_pass
+    sup.run_pass = lambda: passes.append(time.monotonic()) or real()
+    sup.run(seconds=2.0)  # returns: it stopped when the time was up
+    assert len(passes) >= 2  # not one pass and out (at a 50 ms interval, ten if not loaded)
+    assert not sup.is_leader  # and resigned

@@ -271,6 +271,20 @@ def file_transport(ctx: Ctx) -> None:
                     "file_ship of a different record at a seq the file holds")
     ctx.expect("DHP-TRN-027", path.read_text(encoding="utf-8") == log["text"],
                "a refused file_ship changed the file")
+    # The other way round: the second host ingests the file, whose seq 1 differs from its own
+    # (DHP-TRN-029 by DHP-TRN-016: all of it or, on a rejection, nothing).
+    reply = b.call("file_ingest", {"folder": str(folder)})
+    ctx.expect("DHP-ADP-026", reply.ok, f"file_ingest of a folder with a file the store must "
+               f"refuse failed as a whole ({reply.code}: {(reply.error or {}).get('message')}) "
+               "instead of naming the file with its error", reply)
+    entry = (((reply.data or {}) if reply.ok else {}).get("files") or {}).get(path.name) or {}
+    ctx.expect("DHP-TRN-029", (entry.get("error") or {}).get("code") == "integrity_error",
+               f"a file whose seq 1 differs from the stored seq 1 must be refused with "
+               f"integrity_error, got {entry!r}")
+    kept = _status(ctx, b, hid, "after the refused file_ingest")
+    ctx.expect("DHP-TRN-029", (kept.get("checkpoints") or {}).get("count") == 1
+               and kept.get("state") == "claimed",
+               f"after a refused file the host's own chain changed: {kept!r}")
 
     c = ctx.scenario("file-ingest", ttl=30.0).spawn("c")
     got = ctx.need(c.call("file_ingest", {"folder": str(folder)}), "file_ingest")
