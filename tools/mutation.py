@@ -50,7 +50,7 @@ STORE = ("adapter vectors lifecycle fencing limits schedule reach",
          "tests/test_api.py tests/test_store_model.py tests/test_hardening.py "
          "tests/test_schedule.py tests/test_cli_edges.py tests/test_mutation_found.py "
          "tests/test_store_sync.py tests/test_journal.py")
-CHAIN = ("adapter vectors lifecycle limits reach",
+CHAIN = ("adapter vectors lifecycle limits reach transport",  # the transport ingests records
          "tests/test_chain.py tests/test_identity.py tests/test_envelope.py tests/test_log.py "
          "tests/test_api.py tests/test_hardening.py tests/test_mutation_found.py")
 TRANSPORT = ("transport reach",
