@@ -60,6 +60,7 @@ MODULES = {
     "core/machine.py": STORE,
     "core/operations.py": STORE,
     "store/sqlite.py": STORE,
+    "store/wal_sync.py": STORE,
     "core/chain.py": CHAIN,
     "core/canonical.py": CHAIN,
     "core/envelope.py": CHAIN,

@@ -181,6 +181,12 @@ SCHEMA = {"type": "object", "required": ["total"],
           "properties": {"total": {"type": "integer"}}, "additionalProperties": False}
 
 
+def recovery_bound(ctx: Ctx) -> float | None:
+    """The `recovery_bound_s` the adapter's hello declares (DHP-ADP-014), or None."""
+    bound = (ctx.run.harness.hello or {}).get("recovery_bound_s")
+    return bound if isinstance(bound, (int, float)) and not isinstance(bound, bool) else None
+
+
 def dispatch(ctx: Ctx, proc: Any, inputs: dict | None = None, budget: dict | None = None,
              kind: str = "conform.sum") -> str:
     args = {"task_kind": kind, "inputs": inputs if inputs is not None else {"n": ctx.rng.random()},

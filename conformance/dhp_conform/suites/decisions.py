@@ -26,7 +26,7 @@ import dhp_data
 
 from .. import oracle
 from ..harness import Proc, Reply
-from .base import Check, CheckAborted, Ctx
+from .base import Check, CheckAborted, Ctx, recovery_bound
 
 TAKES = ("claim", "recover", "claim_next")
 WRITES = ("heartbeat", "checkpoint", "complete", "release")
@@ -107,9 +107,9 @@ class Bench:
         the dead client's session end), and DHP-ADP-014 gives it until the adapter's declared
         `recovery_bound_s`: retry a take that found nothing (a refusal changes nothing,
         DHP-STM-003) until then, about every 20 ms. With no bound declared, one try."""
-        bound = (self.ctx.run.harness.hello or {}).get("recovery_bound_s")
+        bound = recovery_bound(self.ctx)
         reply = proc.call(name, args)
-        if not isinstance(bound, (int, float)) or isinstance(bound, bool):
+        if bound is None:
             return reply
         deadline = time.monotonic() + bound
         while time.monotonic() < deadline and (reply.code == "conflict" or (

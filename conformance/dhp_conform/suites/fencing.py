@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from .base import Check, Ctx, dispatch, state_mark, take, take_over, write
+from .base import Check, Ctx, dispatch, recovery_bound, state_mark, take, take_over, write
 
 
 def stale_fence(ctx: Ctx) -> None:
@@ -120,8 +120,8 @@ def killed_owner(ctx: Ctx) -> None:
 def recovery_time(ctx: Ctx) -> None:
     """DHP-ADP-014: SIGKILL the owner, retry recover from a standby about every 20 ms, and
     compare the time from the kill to the first success with the declared bound."""
-    bound = (ctx.run.harness.hello or {}).get("recovery_bound_s")
-    if not isinstance(bound, (int, float)) or isinstance(bound, bool):
+    bound = recovery_bound(ctx)
+    if bound is None:
         ctx.skip("DHP-ADP-014", "the adapter's hello declares no recovery_bound_s")
         return
     ttl = 2.0

@@ -11,7 +11,17 @@ from __future__ import annotations
 
 import time
 
-from .base import Check, CheckAborted, Ctx, dispatch, state_mark, take, take_over, write
+from .base import (
+    Check,
+    CheckAborted,
+    Ctx,
+    dispatch,
+    recovery_bound,
+    state_mark,
+    take,
+    take_over,
+    write,
+)
 
 
 def _pass(ctx: Ctx, sup, what: str) -> dict:
@@ -134,9 +144,7 @@ def leader_killed(ctx: Ctx) -> None:
         # A store may learn of the death a moment later (a server store: when the server
         # ends the dead client's session): passes are retried within the adapter's
         # recovery_bound_s (DHP-ADP-014), but only inside the dead leader's lease.
-        bound = (ctx.run.harness.hello or {}).get("recovery_bound_s")
-        bound = bound if isinstance(bound, (int, float)) and not isinstance(bound, bool) else 0
-        until = min(time.monotonic() + bound, started + sc.ttl - 0.2)
+        until = min(time.monotonic() + (recovery_bound(ctx) or 0), started + sc.ttl - 0.2)
         early = _pass(ctx, other, "the other supervisor's pass right after the kill")
         while not early.get("leader") and time.monotonic() < until:
             time.sleep(0.02)

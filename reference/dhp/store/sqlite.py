@@ -438,8 +438,8 @@ class SQLiteTx(Tx):
 
 
 
-# What SQLite itself syncs a WAL with: the data, and the size when it grew, not the times.
 _CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+
 
 def _store_error(exc: sqlite3.Error, where: str) -> Exception:
     """The typed error of an SQLite failure: a damaged file is StoreCorrupt (retrying cannot

@@ -47,6 +47,7 @@ SHARE_ABOVE_S = 0.001
 # boot it was taken in (the clock restarts at a reboot; the file stays).
 _RECORD = struct.Struct("=d40s")
 
+# What SQLite itself syncs a WAL with: the data, and the size when it grew, not the times.
 _fdatasync = getattr(os, "fdatasync", os.fsync)
 _pause = time.sleep  # (a test replaces it to see that a commit waits for the flock)
 
