@@ -19,6 +19,9 @@ MAX_SAFE_INTEGER = 2**53 - 1
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+# json.dumps builds an encoder per call; one shared encoder saves that on the hot path.
+SORTED_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
 # Deeper values are refused by every canonicaliser: recursion would exhaust the stack.
 MAX_DEPTH = 500
 
@@ -29,8 +32,7 @@ def canonical_json(obj: Any, *, max_depth: int = MAX_DEPTH, root: str = "$") -> 
     limit = min(max_depth, MAX_DEPTH)
     if _plain(obj, limit):  # the common case, at C speed: json.dumps writes exactly JCS here
         try:
-            return json.dumps(obj, ensure_ascii=False, sort_keys=True,
-                              separators=(",", ":")).encode("utf-8")
+            return SORTED_JSON.encode(obj).encode("utf-8")
         except (UnicodeEncodeError, RecursionError):
             pass  # a lone surrogate or deep nesting: the walk below names where
     out: list[str] = []

@@ -12,7 +12,6 @@ and fence, so a chain of any length verifies in constant memory.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 from dhp.core import schemas
 from dhp.core.canonical import (
     MAX_SAFE_INTEGER,
+    SORTED_JSON,
     canonical_json,
     checkpoint_parts,
     result_parts,
@@ -47,7 +47,8 @@ def checkpoint_and_text(handoff_id: str, seq: int, fence: int, state: Any, spend
     record = {"handoff_id": handoff_id, "seq": seq, "fence": fence, "state": state,
               "spend": spend, "prev": prev}
     # The shape is checked first, so that the text is built from valid members only.
-    check_checkpoint_shape(dict(record, hash=_UNHASHED))
+    if not _checkpoint_members_ok(handoff_id, seq, fence, spend, prev):
+        check_checkpoint_shape(dict(record, hash=_UNHASHED))
     text = canonical_json(state, root="$.state").decode("utf-8") if state_text is None \
         else state_text.decode("utf-8")
     head, tail = checkpoint_parts(handoff_id, seq, fence, spend, prev, text)
@@ -87,11 +88,17 @@ def _is_digest(v: Any) -> bool:
     return type(v) is str and _DIGEST.fullmatch(v) is not None
 
 
+def _checkpoint_members_ok(handoff_id: Any, seq: Any, fence: Any, spend: Any,
+                           prev: Any) -> bool:
+    """The members of a checkpoint record other than state (any JSON) and hash are valid."""
+    return (_is_digest(handoff_id) and _is_counter(seq) and _is_counter(fence)
+            and _is_digest(prev) and type(spend) in (int, float) and spend >= 0)
+
+
 def _fast_checkpoint_ok(r: Any) -> bool:
-    return (type(r) is dict and r.keys() == CHECKPOINT_KEYS
-            and _is_digest(r["handoff_id"]) and _is_counter(r["seq"])
-            and _is_counter(r["fence"]) and _is_digest(r["prev"]) and _is_digest(r["hash"])
-            and type(r["spend"]) in (int, float) and r["spend"] >= 0)
+    return (type(r) is dict and r.keys() == CHECKPOINT_KEYS and _is_digest(r["hash"])
+            and _checkpoint_members_ok(r["handoff_id"], r["seq"], r["fence"], r["spend"],
+                                       r["prev"]))
 
 
 def _fast_result_ok(r: Any) -> bool:
@@ -120,8 +127,6 @@ _QUOTED = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # unrolled: no backtracking
 # ("2.0" for "2"), an integer that may pass 2**53-1, Infinity/NaN. A float in plain notation
 # with a fraction is already in its ECMAScript form (both are the shortest round trip).
 _NOT_PLAIN = re.compile(r"\d[eE]|\.0(?!\d)|\d{16}|[IN]")
-# json.dumps builds an encoder per call; one shared encoder saves that on the hot path.
-_SORTED = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def canonical_parsed(value: Any) -> bytes:
@@ -139,7 +144,7 @@ def _canonical_text(value: Any, parsed: bool) -> str:
     """The canonical JSON of `value` as text (see canonical_parsed for `parsed`)."""
     if parsed:
         try:
-            text = _SORTED.encode(value)
+            text = SORTED_JSON.encode(value)
         except (TypeError, ValueError, RecursionError):
             text = None
         if text is not None and (text.isascii() or max(text) < "\ue000") \

@@ -37,14 +37,16 @@ A store written by a newer release (higher version) is refused rather than misre
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import operator
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from itertools import compress
 from pathlib import Path
 
 from dhp.core import journal, machine
@@ -152,9 +154,17 @@ _INSERT_COLUMNS = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "created_at",
 _INSERT = (f"INSERT INTO handoffs ({', '.join(_INSERT_COLUMNS)}) "
            f"VALUES ({', '.join('?' * len(_INSERT_COLUMNS))})")
 _INSERT_NEW = _INSERT + " ON CONFLICT (id) DO NOTHING"
+_INSERT_CHECKPOINT = ("INSERT INTO checkpoints (handoff_id, seq, fence, record) "
+                      "VALUES (?, ?, ?, ?)")
 # The same row without the envelope and result, which a fenced write does not need.
 _SELECT_LIGHT = "SELECT " + ", ".join(
     "NULL" if c in ("envelope", "result") else c for c in _ROW_COLUMNS) + " FROM handoffs"
+# get(envelope=False): that row and the link of its last checkpoint (seq, hash), which a
+# checkpoint or a completion needs next: one statement instead of two on the hot path.
+_LAST = "FROM checkpoints WHERE handoff_id = handoffs.id ORDER BY seq DESC LIMIT 1"
+_GET_LIGHT = (_SELECT_LIGHT.replace(" FROM handoffs", f", (SELECT seq {_LAST}), "
+                                    f"(SELECT json_extract(record, '$.hash') {_LAST}) "
+                                    "FROM handoffs WHERE id = ?"))
 
 
 def _dumps(obj: object) -> str:
@@ -165,6 +175,8 @@ def _loads(text: str | None, what: str, handoff_id: str) -> object:
     """Stored JSON text; StoreCorrupt (not a raw decode error) when it was damaged."""
     if text is None:
         return None
+    if text == "{}":  # an empty budget, the usual one
+        return {}
     try:
         return json.loads(text)
     except (ValueError, TypeError, RecursionError) as exc:
@@ -173,29 +185,46 @@ def _loads(text: str | None, what: str, handoff_id: str) -> object:
 
 
 def _row(values: tuple) -> dict:
-    raw = dict(zip(_ROW_COLUMNS, values, strict=True))
-    hid = raw["id"]
-    record = {k: raw[k] for k in RECORD_COLUMNS}
+    if len(values) != _N_ROW:
+        raise Internal(f"a row of {len(values)} columns; the store reads {_N_ROW}")
+    hid = values[0]
+    record = dict(zip(RECORD_COLUMNS, values[_RECORD], strict=True))
     record["budget"] = _loads(record["budget"], "budget", hid)
-    return {"handoff_id": hid, "envelope": _loads(raw["envelope"], "envelope", hid),
-            "task_kind": raw["task_kind"], "record": record,
-            "owner_incarnation": raw["owner_incarnation"],
-            "result": _loads(raw["result"], "result record", hid),
-            "created_at": raw["created_at"], "updated_at": raw["updated_at"]}
+    envelope, result = values[1], values[_RESULT]
+    return {"handoff_id": hid,
+            "envelope": None if envelope is None else _loads(envelope, "envelope", hid),
+            "task_kind": values[2], "record": record, "owner_incarnation": values[_RESULT - 1],
+            "result": None if result is None else _loads(result, "result record", hid),
+            "created_at": values[-2], "updated_at": values[-1]}
 
 
 def _record_values(record: dict) -> list:
     if record.keys() != _RECORD_KEYS:
         raise Internal(f"record members {sorted(record)} do not match the store's columns")
-    return [("{}" if record[k] == {} else _dumps(record[k])) if k == "budget" else record[k]
-            for k in RECORD_COLUMNS]
+    values = [record[k] for k in RECORD_COLUMNS]
+    budget = values[_BUDGET]
+    values[_BUDGET] = "{}" if budget == {} else _dumps(budget)
+    return values
 
 
+_N_ROW = len(_ROW_COLUMNS)
+_RECORD = slice(3, 3 + len(RECORD_COLUMNS))  # where a read row holds the record's columns
+_RESULT = _ROW_COLUMNS.index("result")
+_BUDGET = RECORD_COLUMNS.index("budget")
 _RECORD_KEYS = frozenset(RECORD_COLUMNS)
 # What put_record writes, and where a read row holds it (_ROW_COLUMNS after id, envelope and
 # task_kind).
 _PUT_COLUMNS = (*RECORD_COLUMNS, "owner_incarnation")
 _STORED = slice(3, 3 + len(_PUT_COLUMNS))
+_PUT_INDEXES = range(len(_PUT_COLUMNS))
+
+
+@functools.lru_cache(maxsize=256)
+def _update_sql(changed: tuple[int, ...], with_result: bool) -> str:
+    """The UPDATE of put_record that sets these columns (indexes into _PUT_COLUMNS)."""
+    sets = "".join(f"{_PUT_COLUMNS[i]} = ?, " for i in changed)
+    return (f"UPDATE handoffs SET {sets}{'result = ?, ' if with_result else ''}updated_at = ? "
+            "WHERE id = ?")
 
 
 class SQLiteTx(Tx):
@@ -209,6 +238,9 @@ class SQLiteTx(Tx):
         # Result text of put_result, written by the row's next UPDATE (one statement and one
         # row rewrite for a completion) or before anything reads the row.
         self._results: dict[str, str] = {}
+        # The last checkpoint's (seq, hash) read with a row by get(envelope=False); valid
+        # until this transaction appends a checkpoint to that handoff.
+        self._links: dict[str, tuple[int, str] | None] = {}
 
     def _read(self, values: tuple) -> dict:
         self._stored[values[0]] = values[_STORED]
@@ -216,9 +248,14 @@ class SQLiteTx(Tx):
 
     def get(self, handoff_id: str, *, envelope: bool = True) -> dict | None:
         self._write_results()
-        select = _SELECT if envelope else _SELECT_LIGHT
-        found = self.conn.execute(f"{select} WHERE id = ?", (handoff_id,)).fetchone()
-        return self._read(found) if found else None
+        if envelope:
+            found = self.conn.execute(f"{_SELECT} WHERE id = ?", (handoff_id,)).fetchone()
+            return self._read(found) if found else None
+        found = self.conn.execute(_GET_LIGHT, (handoff_id,)).fetchone()
+        if not found:
+            return None
+        self._links[handoff_id] = None if found[_N_ROW] is None else found[_N_ROW:]
+        return self._read(found[:_N_ROW])
 
     def insert(self, handoff_id: str, envelope: dict, record: dict, created_at: str) -> None:
         self.conn.execute(_INSERT, self._values(handoff_id, envelope, record, created_at))
@@ -238,23 +275,24 @@ class SQLiteTx(Tx):
     def put_record(self, handoff_id: str, record: dict, owner_incarnation: str | None) -> None:
         new = (*_record_values(record), owner_incarnation)
         old = self._stored.get(handoff_id)
-        # Compared with the type too: 0 and 0.0 are equal but read back differently.
-        changed = range(len(new)) if old is None else [
-            i for i, (a, b) in enumerate(zip(new, old, strict=True))
-            if a != b or type(a) is not type(b)]
-        sets = [f"{_PUT_COLUMNS[i]} = ?, " for i in changed]
+        # Compared with the type too: 0 and 0.0 are equal but read back differently. (The
+        # maps and compress compare the columns pairwise at C speed: this runs per write.)
+        changed = tuple(range(len(new))) if old is None else tuple(compress(
+            _PUT_INDEXES, map(operator.or_, map(operator.ne, new, old),
+                              map(operator.is_not, map(type, new), map(type, old)))))
         values = [new[i] for i in changed]
         result = self._results.pop(handoff_id, None)
         if result is not None:
-            sets.append("result = ?, ")
             values.append(result)
-        cur = self.conn.execute(f"UPDATE handoffs SET {''.join(sets)}updated_at = ? "
-                                "WHERE id = ?", [*values, self._now(), handoff_id])
+        cur = self.conn.execute(_update_sql(changed, result is not None),
+                                [*values, self._now(), handoff_id])
         if cur.rowcount != 1:
             raise Internal(f"update of {handoff_id} touched {cur.rowcount} rows")
         self._stored[handoff_id] = new
 
     def last_link(self, handoff_id: str) -> tuple[int, str] | None:
+        if handoff_id in self._links:
+            return self._links[handoff_id]
         return self.conn.execute(
             "SELECT seq, json_extract(record, '$.hash') FROM checkpoints WHERE handoff_id = ? "
             "ORDER BY seq DESC LIMIT 1", (handoff_id,)).fetchone()
@@ -273,11 +311,14 @@ class SQLiteTx(Tx):
         return record.get("hash") if isinstance(record, dict) else None
 
     def append_checkpoint(self, record: dict, *, text: str | None = None) -> None:
-        self.append_checkpoints([(record, text)])
+        self._links.pop(record["handoff_id"], None)
+        self.conn.execute(_INSERT_CHECKPOINT, (record["handoff_id"], record["seq"],
+                                               record["fence"], _dumps(record) if text is None
+                                               else text))
 
     def append_checkpoints(self, records: list[tuple[dict, str | None]]) -> None:
-        self.conn.executemany("INSERT INTO checkpoints (handoff_id, seq, fence, record) "
-                              "VALUES (?, ?, ?, ?)",
+        self._links.clear()
+        self.conn.executemany(_INSERT_CHECKPOINT,
                               [(r["handoff_id"], r["seq"], r["fence"],
                                 _dumps(r) if text is None else text) for r, text in records])
 
@@ -591,39 +632,10 @@ class SQLiteStore(StoreBackend):
         elif sync == "batch":
             self._unsynced = True
 
-    @contextmanager
-    def transaction(self, *, write: bool = True, sync: str = "commit") -> Iterator[Tx]:
+    def transaction(self, *, write: bool = True, sync: str = "commit") -> _Transaction:
         if sync not in SYNCS:
             raise Internal(f"unknown sync {sync!r}; expected one of {SYNCS}")
-        with self._lock:
-            if self._busy_thread == threading.get_ident():
-                raise Internal("nested store transaction")
-            conn = self._connection()
-            self._busy_thread = threading.get_ident()
-            try:
-                try:
-                    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-                    changes_before = conn.total_changes
-                except sqlite3.Error as exc:
-                    raise Unavailable(f"store {self.path} is busy: {exc}") from None
-                try:
-                    tx = SQLiteTx(conn, self.now)
-                    yield tx
-                    tx._write_results()
-                    conn.execute("COMMIT")
-                except BaseException as exc:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    if isinstance(exc, sqlite3.Error):
-                        raise _store_error(exc, f"store {self.path}") from None
-                    raise
-                if conn.total_changes != changes_before:  # an empty commit syncs nothing
-                    fsync = self._fsync_needed(sync)
-                    if fsync:
-                        self._sync_wal()
-                    self._committed(sync, fsync)
-            finally:
-                self._busy_thread = None
+        return _Transaction(self, write, sync)
 
     def _sync_wal(self) -> None:
         """Make this process's commits so far durable: an fsync of the WAL, this process's or
@@ -675,3 +687,59 @@ class SQLiteStore(StoreBackend):
                 self._conn.close()
                 self._close_wal()
             self._conn = None
+
+
+class _Transaction:
+    """SQLiteStore.transaction(): one transaction on the store's connection, committed on a
+    clean exit and rolled back on any exception. A class rather than a generator context
+    manager because every write runs one."""
+
+    __slots__ = ("store", "write", "sync", "conn", "tx", "changes_before")
+
+    def __init__(self, store: SQLiteStore, write: bool, sync: str):
+        self.store, self.write, self.sync = store, write, sync
+
+    def __enter__(self) -> SQLiteTx:
+        store = self.store
+        store._lock.acquire()  # held until __exit__
+        try:
+            if store._busy_thread == threading.get_ident():
+                raise Internal("nested store transaction")
+            conn = self.conn = store._connection()
+            try:
+                conn.execute("BEGIN IMMEDIATE" if self.write else "BEGIN")
+            except sqlite3.Error as exc:
+                raise Unavailable(f"store {store.path} is busy: {exc}") from None
+        except BaseException:
+            store._lock.release()
+            raise
+        store._busy_thread = threading.get_ident()
+        self.changes_before = conn.total_changes
+        self.tx = SQLiteTx(conn, store.now)
+        return self.tx
+
+    def __exit__(self, kind: type | None, exc: BaseException | None, trace: object) -> None:
+        store, conn = self.store, self.conn
+        try:
+            try:
+                if exc is None:
+                    self.tx._write_results()
+                    conn.execute("COMMIT")
+            except BaseException as failed:
+                exc = failed
+            if exc is not None:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise _store_error(exc, f"store {store.path}") from None
+                if kind is None:
+                    raise exc
+                return  # the body's exception goes on
+            if conn.total_changes != self.changes_before:  # an empty commit syncs nothing
+                fsync = store._fsync_needed(self.sync)
+                if fsync:
+                    store._sync_wal()
+                store._committed(self.sync, fsync)
+        finally:
+            store._busy_thread = None
+            store._lock.release()
