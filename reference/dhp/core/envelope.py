@@ -51,20 +51,21 @@ def envelope_and_text(intent: dict, created_at: str | _dt.datetime | None = None
     form that the check produced (a store keeps it instead of encoding the envelope again)."""
     text = _checked_intent(intent)
     envelope = {"dhp": PROTOCOL_VERSION, "handoff_id": sha256_of_bytes(text), "intent": intent}
+    # Members in JCS order (created_at < dhp < handoff_id < intent), the intent as hashed.
+    head = "{"
     if isinstance(created_at, _dt.datetime):
         if created_at.tzinfo is None:
             raise InvalidInput("created_at: a datetime without a time zone is ambiguous",
                                requirement="DHP-ENV-001")
         envelope["created_at"] = rfc3339(created_at)
+        head = f'{{"created_at":"{envelope["created_at"]}",'  # digits and -:.TZ: no escapes
     elif created_at is not None:
         envelope["created_at"] = created_at
         check_envelope(envelope)  # text from the caller: the schema judges it
+        # A checked created_at is a string, which JCS writes as json.dumps does.
+        head = f'{{"created_at":{json.dumps(created_at, ensure_ascii=False)},'
     # Otherwise the envelope is valid by construction from a checked intent (the tests hold
     # such envelopes to schemas/envelope.json); checking it again would double dispatch.
-    # Members in JCS order (created_at < dhp < handoff_id < intent), the intent as hashed;
-    # a checked created_at is a string, which JCS writes as json.dumps does.
-    head = f'{{"created_at":{json.dumps(envelope["created_at"], ensure_ascii=False)},' \
-        if "created_at" in envelope else "{"
     return envelope, (f'{head}"dhp":"{PROTOCOL_VERSION}","handoff_id":'
                       f'"{envelope["handoff_id"]}","intent":{text.decode()}}}')
 

@@ -104,6 +104,9 @@ def _checks_only_object_type(name: str, member: str) -> bool:
         and set(sub) <= {"description", "type"} and sub.get("type") == "object"
 
 
+_SORTED_KEYS = json.JSONEncoder(sort_keys=True)  # json.dumps would build one per call
+
+
 def shape_key(name: str, instance: Any, member: str) -> str | None:
     """A text that decides whether `instance`, a JSON value, is valid against schema `name`,
     without the content of `member`, which that schema does not look into: the JSON of the
@@ -112,7 +115,7 @@ def shape_key(name: str, instance: Any, member: str) -> str | None:
     does look into `member`, or `member` is not an object."""
     if type(instance) is dict and type(instance.get(member)) is dict \
             and _checks_only_object_type(name, member):
-        return json.dumps({**instance, member: {}}, sort_keys=True)
+        return _SORTED_KEYS.encode({**instance, member: {}})
     return None
 
 
