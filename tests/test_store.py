@@ -111,27 +111,128 @@ def test_migrations_apply_in_order(tmp_path, monkeypatch):
     store.close()
 
 
-def test_a_store_of_schema_4_upgrades_to_the_partial_lease_index(tmp_path, monkeypatch):
-    """Migration 5: a claimed handoff of a store written at version 4 keeps being found by
-    the lease scan, and a dispatch no longer puts its row in the lease index."""
-    monkeypatch.setattr(sqlite_store, "MIGRATIONS", sqlite_store.MIGRATIONS[:4])
+def _as_version(path, version: int) -> None:
+    """Make a store written by this release what a release at schema `version` (4 or 5) wrote:
+    no lease_due column (migration 6), and at 4 a lease index over every row (migration 5)."""
+    where = " WHERE lease_expires_at IS NOT NULL" if version == 5 else ""
+    with _db(path) as conn:
+        conn.executescript(
+            "DROP INDEX handoffs_by_lease; ALTER TABLE handoffs DROP COLUMN lease_due; "
+            f"CREATE INDEX handoffs_by_lease ON handoffs(state, lease_expires_at){where}; "
+            f"UPDATE meta SET value = '{version}' WHERE key = 'schema_version'")
+
+
+def test_a_store_of_schema_4_upgrades_to_the_partial_lease_index(tmp_path):
+    """Migrations 5 and 6: a claimed handoff of a store written at version 4 keeps being
+    found by the lease scan, and a dispatch no longer puts its row in the lease index."""
     old = dhp.Store(tmp_path)
     hid = dhp.dispatch(old, "k", {}, SCHEMA)
     operations.take(old, hid, "claim", "w", 0.01)
     old.close()
-    monkeypatch.undo()
+    _as_version(tmp_path, 4)
     store = dhp.Store(tmp_path)
-    assert store.schema_version() == 5
+    assert store.schema_version() == len(sqlite_store.MIGRATIONS)
     dhp.dispatch(store, "k", {"second": True}, SCHEMA)
     time.sleep(0.02)
     with store.transaction(write=False) as tx:
         assert [r["handoff_id"] for r in tx.select(expired_before=store.now())] == [hid]
         indexed = tx.conn.execute("SELECT count(*) FROM handoffs INDEXED BY handoffs_by_lease "
-                                  "WHERE lease_expires_at IS NOT NULL").fetchone()[0]
+                                  "WHERE lease_due IS NOT NULL").fetchone()[0]
     assert indexed == 1  # the claimed row, not the pending one
     ctx = dhp.claim_next(store, ["k"], "w2", heartbeat_interval=0)
     assert ctx.handoff_id == hid  # the expired claim, the oldest takeable
     ctx.release()
+    store.close()
+
+
+def _lease_columns(store, hid: str) -> tuple:
+    with store.transaction(write=False) as tx:
+        return tx.conn.execute("SELECT lease_expires_at, lease_due FROM handoffs WHERE id = ?",
+                               (hid,)).fetchone()
+
+
+def test_a_store_of_schema_5_upgrades_to_the_lease_due_index(tmp_path):
+    """Migration 6: the lease index keys on lease_due, filled from the lease of every row a
+    store at version 5 holds, so its expired claims are still found."""
+    tick = TestClock(100.0)
+    old = dhp.Store(tmp_path, clock=tick)
+    expired, live = (dhp.dispatch(old, "k", {"n": n}, SCHEMA) for n in range(2))
+    operations.take(old, expired, "claim", "w", 1.0)
+    operations.take(old, live, "claim", "w", 60.0)
+    old.close()
+    _as_version(tmp_path, 5)
+    tick.now = 102.0
+    store = dhp.Store(tmp_path, clock=tick)
+    assert store.schema_version() == 6
+    assert _lease_columns(store, expired) == (101.0, 101.0)
+    with store.transaction(write=False) as tx:
+        assert [r["handoff_id"] for r in tx.select(expired_before=tick.now)] == [expired]
+    assert dhp.claim_next(store, ["k"], "w2", heartbeat_interval=0).handoff_id == expired
+    store.close()
+
+
+def test_checkpoints_move_the_lease_index_once_per_half_ttl(tmp_path):
+    """A checkpoint extends the lease; its key in the lease index (lease_due, a lower bound of
+    the lease) moves only once the lease has run half its time past it, so a burst of
+    checkpoints rewrites no index page, and an expired lease is always found."""
+    tick = TestClock(100.0)
+    store = dhp.Store(tmp_path, clock=tick)
+    hid = dhp.dispatch(store, "k", {}, SCHEMA)
+    ctx = dhp.claim(store, hid, "w", ttl=10.0, heartbeat_interval=0)
+    assert _lease_columns(store, hid) == (110.0, 110.0)
+    tick.now = 101.0
+    ctx.checkpoint({"i": 1})
+    assert _lease_columns(store, hid) == (111.0, 110.0)  # 110 is still >= 101 + 10/2
+    tick.now = 105.5
+    ctx.checkpoint({"i": 2})
+    assert _lease_columns(store, hid) == (115.5, 115.5)  # 110 < 105.5 + 5: moved
+    tick.now = 115.0
+    with store.transaction(write=False) as tx:
+        assert tx.select(expired_before=tick.now) == []  # lease_due passed, the lease not
+    assert dhp.claim_next(store, ["k"], "w2", heartbeat_interval=0) is None
+    tick.now = 115.5  # the expiry instant: expired (DHP-LSE-002)
+    with store.transaction(write=False) as tx:
+        assert [r["handoff_id"] for r in tx.select(expired_before=tick.now)] == [hid]
+    store.close()
+
+
+def test_the_expired_lease_scan_agrees_with_the_leases(tmp_path):
+    """Whatever the writes, ttls and clock steps, the scans that use the lease index find
+    exactly the claimed rows whose lease_expires_at has passed."""
+    import random
+
+    rng = random.Random(7)
+    tick = TestClock(100.0)
+    store = dhp.Store(tmp_path, clock=tick)
+    hids = [dhp.dispatch(store, "k", {"n": n}, SCHEMA) for n in range(12)]
+    leases: dict[str, tuple[str, int]] = {}
+    for _ in range(400):
+        hid = rng.choice(hids)
+        try:
+            if hid in leases and rng.random() < 0.8:
+                worker, fence = leases[hid]
+                name = rng.choice(["checkpoint", "heartbeat", "checkpoint", "release"])
+                operations.write(store, hid, name, worker, fence, ttl=rng.choice([0.5, 3, 20]),
+                                 state={"x": 1} if name == "checkpoint" else None)
+                if name == "release":
+                    del leases[hid]
+            else:
+                row = operations.take(store, hid, "recover" if hid in leases else "claim",
+                                      "w", rng.choice([0.5, 3, 20]))
+                leases[hid] = ("w", row["record"]["fence"])
+        except (LeaseLost, dhp.Conflict):
+            leases.pop(hid, None)
+        tick.now += rng.choice([0.0, 0.1, 0.4, 1.0, 2.5])
+        with store.transaction(write=False) as tx:
+            expected = sorted(
+                r["handoff_id"] for r in tx.select(states=("claimed",))
+                if r["record"]["lease_expires_at"] <= tick.now)
+            assert sorted(r["handoff_id"] for r in tx.select(expired_before=tick.now)) == \
+                expected
+            due = tx.conn.execute("SELECT count(*) FROM handoffs WHERE lease_due IS NOT "
+                                  "lease_expires_at AND NOT lease_due < lease_expires_at"
+                                  ).fetchone()[0]
+            assert due == 0  # lease_due is null with the lease, else at most the lease
     store.close()
 
 
@@ -241,7 +342,7 @@ def test_last_checkpoint_reads_one_row_by_primary_key(tmp_path):
             "AND task_kind IN ('k') ORDER BY rowid LIMIT 1"))
         scan_plan = " ".join(str(r[-1]) for r in tx.conn.execute(
             "EXPLAIN QUERY PLAN SELECT id FROM handoffs WHERE state = 'claimed' "
-            "AND lease_expires_at <= 5"))
+            "AND lease_due <= 5 AND lease_expires_at <= 5"))
     assert "PRIMARY KEY" in plan and "SCAN" not in plan
     assert "handoffs_by_kind" in claim_plan
     assert "handoffs_by_lease" in scan_plan

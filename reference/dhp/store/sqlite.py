@@ -140,6 +140,17 @@ MIGRATIONS: list[str] = [
     CREATE INDEX handoffs_by_lease ON handoffs(state, lease_expires_at)
         WHERE lease_expires_at IS NOT NULL;
     """,
+    # 6: the lease index keys on lease_due, a lower bound of lease_expires_at that put_record
+    # moves only when it falls behind (_lease_due): a checkpoint, which extends the lease,
+    # then rewrites no index page (one WAL frame in four). A scan for expired leases asks
+    # for both bounds (lease_due <= now AND lease_expires_at <= now), and misses none: an
+    # expired lease has a lease_due at or before its expiry.
+    """
+    ALTER TABLE handoffs ADD COLUMN lease_due REAL;
+    UPDATE handoffs SET lease_due = lease_expires_at;
+    DROP INDEX handoffs_by_lease;
+    CREATE INDEX handoffs_by_lease ON handoffs(state, lease_due) WHERE lease_due IS NOT NULL;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -147,10 +158,12 @@ SCHEMA_VERSION = len(MIGRATIONS)
 RECORD_COLUMNS = ("state", "owner", "fence", "lease_expires_at", "attempts", "steps", "spend",
                   "first_claimed_at", "last_progress_at", "budget", "dlq_reason",
                   "progress_timeout_s", "not_before")
-_ROW_COLUMNS = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "owner_incarnation", "result",
+_ROW_COLUMNS = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "owner_incarnation", "lease_due",
+                "result",
                 "created_at", "updated_at")
 _SELECT = f"SELECT {', '.join(_ROW_COLUMNS)} FROM handoffs"
-_INSERT_COLUMNS = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "created_at", "updated_at")
+_INSERT_COLUMNS = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "created_at", "updated_at",
+                   "lease_due")
 _INSERT = (f"INSERT INTO handoffs ({', '.join(_INSERT_COLUMNS)}) "
            f"VALUES ({', '.join('?' * len(_INSERT_COLUMNS))})")
 _INSERT_NEW = _INSERT + " ON CONFLICT (id) DO NOTHING"
@@ -193,7 +206,7 @@ def _row(values: tuple) -> dict:
     envelope, result = values[1], values[_RESULT]
     return {"handoff_id": hid,
             "envelope": None if envelope is None else _loads(envelope, "envelope", hid),
-            "task_kind": values[2], "record": record, "owner_incarnation": values[_RESULT - 1],
+            "task_kind": values[2], "record": record, "owner_incarnation": values[_OWNER],
             "result": None if result is None else _loads(result, "result record", hid),
             "created_at": values[-2], "updated_at": values[-1]}
 
@@ -210,13 +223,27 @@ def _record_values(record: dict) -> list:
 _N_ROW = len(_ROW_COLUMNS)
 _RECORD = slice(3, 3 + len(RECORD_COLUMNS))  # where a read row holds the record's columns
 _RESULT = _ROW_COLUMNS.index("result")
+_OWNER = _ROW_COLUMNS.index("owner_incarnation")
 _BUDGET = RECORD_COLUMNS.index("budget")
 _RECORD_KEYS = frozenset(RECORD_COLUMNS)
 # What put_record writes, and where a read row holds it (_ROW_COLUMNS after id, envelope and
 # task_kind).
-_PUT_COLUMNS = (*RECORD_COLUMNS, "owner_incarnation")
+_PUT_COLUMNS = (*RECORD_COLUMNS, "owner_incarnation", "lease_due")
 _STORED = slice(3, 3 + len(_PUT_COLUMNS))
 _PUT_INDEXES = range(len(_PUT_COLUMNS))
+_LEASE = RECORD_COLUMNS.index("lease_expires_at")
+_DUE = _PUT_COLUMNS.index("lease_due")
+
+
+def _lease_due(lease: float | None, due: float | None, now: float) -> float | None:
+    """The lease index's key for a row whose lease now ends at `lease` and whose key was
+    `due`: kept while it is still a lower bound of the lease and at least half the lease's
+    remaining time away, else moved to the lease. A worker that writes more often than half
+    its ttl (heartbeats every ttl/3) so never shows in a scan for expired leases before its
+    lease has expired, and a burst of checkpoints moves the key once per half ttl."""
+    if lease is None or due is None or not now + (lease - now) / 2 <= due <= lease:
+        return lease
+    return due
 
 
 @functools.lru_cache(maxsize=256)
@@ -270,11 +297,13 @@ class SQLiteTx(Tx):
                 text: str | None = None) -> list:
         return [handoff_id, _dumps(envelope) if text is None else text,
                 envelope["intent"]["task_kind"], *_record_values(record), created_at,
-                self._now()]
+                self._now(), record["lease_expires_at"]]
 
     def put_record(self, handoff_id: str, record: dict, owner_incarnation: str | None) -> None:
-        new = (*_record_values(record), owner_incarnation)
+        values = _record_values(record)
         old = self._stored.get(handoff_id)
+        due = _lease_due(values[_LEASE], None if old is None else old[_DUE], self._now())
+        new = (*values, owner_incarnation, due)
         # Compared with the type too: 0 and 0.0 are equal but read back differently. (The
         # maps and compress compare the columns pairwise at C speed: this runs per write.)
         changed = tuple(range(len(new))) if old is None else tuple(compress(
@@ -346,8 +375,8 @@ class SQLiteTx(Tx):
         where, args = [], []
         if expired_before is not None:
             states = ("claimed",)
-            where.append("lease_expires_at <= ?")
-            args.append(expired_before)
+            where.append("lease_due <= ? AND lease_expires_at <= ?")  # migration 6
+            args.extend((expired_before, expired_before))
         for column, values in (("state", states), ("task_kind", task_kinds)):
             if values is not None:
                 where.append(f"{column} IN ({', '.join('?' * len(values))})")
@@ -399,7 +428,8 @@ class SQLiteTx(Tx):
     def next_takeable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
         return self._first("(state IN ('pending', 'released', 'orphaned') "
                            "AND (not_before IS NULL OR not_before <= ?) "
-                           "OR state = 'claimed' AND lease_expires_at <= ?)", [now, now],
+                           "OR state = 'claimed' AND lease_due <= ? AND lease_expires_at <= ?)",
+                           [now, now, now],
                            task_kinds)
 
     def claimed_by(self, incarnation: str, task_kinds: tuple[str, ...]) -> dict | None:
