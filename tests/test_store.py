@@ -44,10 +44,6 @@ def test_created_on_first_use_in_wal_mode(tmp_path):
         assert tx.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         # NORMAL: the fsync of the WAL a commit needs is the store's own (test_store_sync.py)
         assert tx.conn.execute("PRAGMA synchronous").fetchone()[0] == 1
-        assert tx.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == \
-            sqlite_store.WAL_AUTOCHECKPOINT
-        assert tx.conn.execute("PRAGMA journal_size_limit").fetchone()[0] == \
-            sqlite_store.WAL_SIZE_LIMIT
     store.close()
     again = dhp.Store(tmp_path / "new" / "store")  # reopening migrates nothing twice
     assert again.schema_version() == sqlite_store.SCHEMA_VERSION

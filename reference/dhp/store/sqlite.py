@@ -16,14 +16,6 @@ Processes writing to one store share fsyncs (group commit, dhp.store.wal_sync).
 Heartbeats ("none") never need an fsync of their own; losing one only shortens a lease. Where
 WAL mode is unavailable (a file system without shared memory) every commit runs at FULL.
 
-WAL checkpoints. SQLite copies the WAL back into the database once it holds
-WAL_AUTOCHECKPOINT pages (8,000: about 32 MiB), not its default 1,000: each of its
-checkpoints costs three fsyncs (the WAL before the copy, the database after it, the WAL's new
-header), which at 1,000 pages came every few hundred checkpoints and took more of a writer's
-time than its own fsyncs (bench/README.md). The cost: a WAL file of up to that size, which
-journal_size_limit cuts back after a checkpoint, and a longer read of it by the first process
-that opens the store after every process had it open died.
-
 Writes. put_record rewrites only the columns whose values changed (a checkpoint: the lease,
 the counters and the progress time), so the indexes whose keys did not move are not
 rewritten: each would cost a page in the WAL.
@@ -66,10 +58,6 @@ from dhp.store import doorbell, liveness
 from dhp.store.wal_sync import WalSync
 
 DB_FILE = "dhp.sqlite3"
-# WAL pages that make SQLite copy the WAL back into the database (see "WAL checkpoints"), and
-# the size in bytes the WAL file is cut back to after a checkpoint when it grew past it.
-WAL_AUTOCHECKPOINT = 8000
-WAL_SIZE_LIMIT = 64 * 1024 * 1024
 BUSY_TIMEOUT_S = 30.0
 
 # Each entry is one migration: the SQL that takes the schema from version i to i + 1.
@@ -599,8 +587,6 @@ class SQLiteStore(StoreBackend):
                 # (a file system without shared memory) every commit is fsynced by SQLite.
                 wal = mode.lower() == "wal"
                 conn.execute(f"PRAGMA synchronous={'NORMAL' if wal else 'FULL'}")
-                conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT}")
-                conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
                 self._migrate(conn)
             except sqlite3.Error as exc:
                 raise _store_error(exc, f"cannot open the store at {self.path}") from None
