@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import sqlite3
 import subprocess
@@ -199,8 +200,6 @@ def test_checkpoints_move_the_lease_index_once_per_half_ttl(tmp_path):
 def test_the_expired_lease_scan_agrees_with_the_leases(tmp_path):
     """Whatever the writes, ttls and clock steps, the scans that use the lease index find
     exactly the claimed rows whose lease_expires_at has passed."""
-    import random
-
     rng = random.Random(7)
     tick = TestClock(100.0)
     store = dhp.Store(tmp_path, clock=tick)

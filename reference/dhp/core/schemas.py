@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import dhp_data
 
-from dhp.core.canonical import child_path
+from dhp.core.canonical import SORTED_JSON, child_path
 from dhp.core.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -104,9 +104,6 @@ def _checks_only_object_type(name: str, member: str) -> bool:
         and set(sub) <= {"description", "type"} and sub.get("type") == "object"
 
 
-_SORTED_KEYS = json.JSONEncoder(sort_keys=True)  # json.dumps would build one per call
-
-
 def shape_key(name: str, instance: Any, member: str) -> str | None:
     """A text that decides whether `instance`, a JSON value, is valid against schema `name`,
     without the content of `member`, which that schema does not look into: the JSON of the
@@ -115,7 +112,7 @@ def shape_key(name: str, instance: Any, member: str) -> str | None:
     does look into `member`, or `member` is not an object."""
     if type(instance) is dict and type(instance.get(member)) is dict \
             and _checks_only_object_type(name, member):
-        return _SORTED_KEYS.encode({**instance, member: {}})
+        return SORTED_JSON.encode({**instance, member: {}})
     return None
 
 

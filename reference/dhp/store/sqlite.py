@@ -231,6 +231,7 @@ _RECORD_KEYS = frozenset(RECORD_COLUMNS)
 _PUT_COLUMNS = (*RECORD_COLUMNS, "owner_incarnation", "lease_due")
 _STORED = slice(3, 3 + len(_PUT_COLUMNS))
 _PUT_INDEXES = range(len(_PUT_COLUMNS))
+_ALL_COLUMNS = tuple(_PUT_INDEXES)
 _LEASE = RECORD_COLUMNS.index("lease_expires_at")
 _DUE = _PUT_COLUMNS.index("lease_due")
 
@@ -300,13 +301,14 @@ class SQLiteTx(Tx):
                 self._now(), record["lease_expires_at"]]
 
     def put_record(self, handoff_id: str, record: dict, owner_incarnation: str | None) -> None:
-        values = _record_values(record)
+        columns = _record_values(record)
         old = self._stored.get(handoff_id)
-        due = _lease_due(values[_LEASE], None if old is None else old[_DUE], self._now())
-        new = (*values, owner_incarnation, due)
+        now = self._now()
+        new = (*columns, owner_incarnation,
+               _lease_due(columns[_LEASE], None if old is None else old[_DUE], now))
         # Compared with the type too: 0 and 0.0 are equal but read back differently. (The
         # maps and compress compare the columns pairwise at C speed: this runs per write.)
-        changed = tuple(range(len(new))) if old is None else tuple(compress(
+        changed = _ALL_COLUMNS if old is None else tuple(compress(
             _PUT_INDEXES, map(operator.or_, map(operator.ne, new, old),
                               map(operator.is_not, map(type, new), map(type, old)))))
         values = [new[i] for i in changed]
@@ -314,7 +316,7 @@ class SQLiteTx(Tx):
         if result is not None:
             values.append(result)
         cur = self.conn.execute(_update_sql(changed, result is not None),
-                                [*values, self._now(), handoff_id])
+                                [*values, now, handoff_id])
         if cur.rowcount != 1:
             raise Internal(f"update of {handoff_id} touched {cur.rowcount} rows")
         self._stored[handoff_id] = new
