@@ -14,7 +14,7 @@ from pathlib import Path
 
 import dhp
 import pytest
-from dhp.core import journal
+from dhp.core import journal, operations
 from dhp.supervisor import Supervisor
 
 WORKER = Path(__file__).resolve().parent / "chaos_worker.py"
@@ -38,12 +38,18 @@ def brief(found):
 
 def killed_owner(store, hid: str) -> str:
     """A worker process claims `hid` (long lease, heartbeating) and is SIGKILLed; returns
-    its worker id."""
+    its worker id once the store sees the owner dead (a server store learns of it when the
+    server ends the dead client's session, a moment after the kill)."""
     proc = subprocess.Popen([sys.executable, str(WORKER), "hold", store.location, hid, "30"],
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().split()[0] == "claimed"
+    token = operations.get_row(store, hid)["owner_incarnation"]
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(30)
+    deadline = time.monotonic() + 10
+    while not store.liveness.owner_dead(token):
+        assert time.monotonic() < deadline, "the killed owner's liveness lock was not freed"
+        time.sleep(0.01)
     return f"holder-{proc.pid}"
 
 
@@ -67,6 +73,8 @@ def test_every_take_is_journaled_with_how_the_owner_was_lost(store):
 
 
 def test_a_killed_owner_orphaned_by_the_supervisor_then_taken(store):
+    """killed_owner has probed the dead owner already (on SQLite that removes its lock file):
+    the supervisor still finds it, by the claimed handoffs' owners in the store."""
     hid = dhp.dispatch(store, "j.killed", {}, {"type": "object"})
     holder = killed_owner(store, hid)
     Supervisor(store, "sup", out=lambda line: None).run_pass()

@@ -296,7 +296,11 @@ class Supervisor:
         if liveness is None:
             return []
         done: list[dict] = []
-        for token in liveness.tokens():
+        # The owners to probe are those of claimed handoffs, read from the store: a lock
+        # file is no list of them (a probe by another process removes a dead owner's file).
+        with self.store.transaction(write=False) as tx:
+            tokens = sorted(tx.owner_incarnations())
+        for token in tokens:
             if token == self._token or not liveness.owner_dead(token):
                 continue
 

@@ -105,10 +105,6 @@ class Liveness:
         finally:
             os.close(fd)
 
-    def tokens(self) -> list[str]:
-        """The owners to probe: every process that holds (or held) a lock file here."""
-        return sorted(path.stem for path in self.folder.glob("*.lock"))
-
     def close(self) -> None:
         """Drop the lock and its file (the process no longer owns anything here)."""
         with self._mutex:

@@ -167,8 +167,3 @@ class PgLiveness:
         with self.store.connection() as conn:
             return conn.execute("SELECT pg_try_advisory_xact_lock(%s)",
                                 (_key(token),)).fetchone()[0]
-
-    def tokens(self) -> list[str]:
-        """The owners to probe: the incarnations holding claimed handoffs."""
-        with self.store.transaction(write=False) as tx:
-            return sorted(tx.owner_incarnations())
