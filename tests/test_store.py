@@ -58,9 +58,15 @@ def test_writes_run_no_pragma_and_rewrite_only_changed_columns(tmp_path):
     seen: list[str] = []
     store._connection().set_trace_callback(seen.append)
     ctx.heartbeat()
+    heartbeat = len(seen)
     ctx.checkpoint({"i": 1})
     store._connection().set_trace_callback(None)
-    assert not [s for s in seen if s.startswith("PRAGMA")]
+    # No setting changes per write: data_version is only read (whether another connection
+    # committed since, written_rows.py).
+    assert {s for s in seen if s.startswith("PRAGMA")} == {"PRAGMA data_version"}
+    # The checkpoint reads no row: the heartbeat just wrote it, and nothing else has since.
+    assert [s for s in seen[:heartbeat] if s.startswith("SELECT")]
+    assert not [s for s in seen[heartbeat:] if s.startswith("SELECT")]
     updates = [s.split(" WHERE ")[0] for s in seen if s.startswith("UPDATE")]
     assert [[part.split(" = ")[0] for part in u.removeprefix("UPDATE handoffs SET ").split(", ")]
             for u in updates] == [["lease_expires_at", "updated_at"],

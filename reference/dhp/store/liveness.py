@@ -64,6 +64,8 @@ class Liveness:
     def token(self) -> str:
         """Take this lock (once) and return the incarnation id that names it."""
         name = self._name or incarnation()
+        if self._fd is not None:  # taken already (every write asks): no mutex needed
+            return name
         with self._mutex:
             if self._fd is None:
                 self.folder.mkdir(parents=True, exist_ok=True)

@@ -56,6 +56,7 @@ from dhp.core.errors import Internal, InvalidInput, StoreCorrupt, Unavailable
 from dhp.core.limits import Limits
 from dhp.store import doorbell, liveness
 from dhp.store.wal_sync import WalSync
+from dhp.store.written_rows import UNKEPT, WrittenRows, affinities, stored_value
 
 DB_FILE = "dhp.sqlite3"
 BUSY_TIMEOUT_S = 30.0
@@ -224,6 +225,7 @@ _N_ROW = len(_ROW_COLUMNS)
 _RECORD = slice(3, 3 + len(RECORD_COLUMNS))  # where a read row holds the record's columns
 _RESULT = _ROW_COLUMNS.index("result")
 _OWNER = _ROW_COLUMNS.index("owner_incarnation")
+_STATE = _ROW_COLUMNS.index("state")
 _BUDGET = RECORD_COLUMNS.index("budget")
 _RECORD_KEYS = frozenset(RECORD_COLUMNS)
 # What put_record writes, and where a read row holds it (_ROW_COLUMNS after id, envelope and
@@ -248,6 +250,12 @@ def _lease_due(lease: float | None, due: float | None, now: float) -> float | No
 
 
 @functools.lru_cache(maxsize=256)
+def _positions(changed: tuple[int, ...]) -> tuple[int, ...]:
+    """Where a row holds these columns (indexes into _PUT_COLUMNS) and updated_at."""
+    return (*(_STORED.start + i for i in changed), _N_ROW - 1)
+
+
+@functools.lru_cache(maxsize=256)
 def _update_sql(changed: tuple[int, ...], with_result: bool) -> str:
     """The UPDATE of put_record that sets these columns (indexes into _PUT_COLUMNS)."""
     sets = "".join(f"{_PUT_COLUMNS[i]} = ?, " for i in changed)
@@ -256,30 +264,50 @@ def _update_sql(changed: tuple[int, ...], with_result: bool) -> str:
 
 
 class SQLiteTx(Tx):
-    def __init__(self, conn: sqlite3.Connection, now: Callable[[], float]):
+    def __init__(self, conn: sqlite3.Connection, now: Callable[[], float],
+                 written: WrittenRows | None = None):
         self.conn = conn
         self._now = now
         # The stored values of the rows read for a write (get, the takes' scans): put_record
         # writes only the columns that differ, so no index whose key did not move is
         # rewritten (each one is a page in the WAL).
         self._stored: dict[str, tuple] = {}
+        # The rows this connection wrote in earlier transactions (None: none kept); the rows
+        # this one read, whole; and the rows it wrote as get(envelope=False) now reads them
+        # (None: written, not kept), which after_commit keeps.
+        self._written = written
+        self._rows: dict[str, tuple] = {}
+        self._wrote: dict[str, tuple | None] = {}
+        self._accounted = 0  # rows changed by put_record and append_checkpoint
+        self._changes_before = conn.total_changes
+        self._version: int | None = None  # PRAGMA data_version, once read
         # Result text of put_result, written by the row's next UPDATE (one statement and one
         # row rewrite for a completion) or before anything reads the row.
         self._results: dict[str, str] = {}
-        # The last checkpoint's (seq, hash) read with a row by get(envelope=False); valid
-        # until this transaction appends a checkpoint to that handoff.
+        # The last checkpoint's (seq, hash) read with a row by get(envelope=False), and moved
+        # by append_checkpoint.
         self._links: dict[str, tuple[int, str] | None] = {}
 
     def _read(self, values: tuple) -> dict:
         self._stored[values[0]] = values[_STORED]
+        self._rows[values[0]] = values
         return _row(values)
+
+    def _data_version(self) -> int:
+        if self._version is None:
+            self._version = self._written.version()
+        return self._version
 
     def get(self, handoff_id: str, *, envelope: bool = True) -> dict | None:
         self._write_results()
         if envelope:
             found = self.conn.execute(f"{_SELECT} WHERE id = ?", (handoff_id,)).fetchone()
             return self._read(found) if found else None
-        found = self.conn.execute(_GET_LIGHT, (handoff_id,)).fetchone()
+        found = None
+        if self._written is not None:
+            found = self._written.lookup(handoff_id, self._data_version)
+        if found is None:
+            found = self.conn.execute(_GET_LIGHT, (handoff_id,)).fetchone()
         if not found:
             return None
         self._links[handoff_id] = None if found[_N_ROW] is None else found[_N_ROW:]
@@ -320,6 +348,32 @@ class SQLiteTx(Tx):
         if cur.rowcount != 1:
             raise Internal(f"update of {handoff_id} touched {cur.rowcount} rows")
         self._stored[handoff_id] = new
+        self._accounted += 1
+        if self._written is not None:
+            # Popped: only a row read from the store and written once here is kept, so that
+            # every column but those just set is as the store returned it.
+            row = self._rows.pop(handoff_id, None)
+            link = self._links.get(handoff_id, ())
+            self._wrote[handoff_id] = None if row is None or link == () \
+                else self._kept(row, new, changed, now, link)
+
+    def _kept(self, row: tuple, new: tuple, changed: tuple[int, ...], now: float,
+              link: tuple[int, str] | None) -> tuple | None:
+        """The row as get(envelope=False) reads it once `row` was updated to `new` at `now`,
+        with the last checkpoint's `link`; None where that is not certain."""
+        if new[_STATE - _STORED.start] != "claimed":
+            return None  # kept for the writes of a lease only
+        written = self._written
+        kept = [row[0], None, row[2], *new, None, row[-2], now, *(link or (None, None))]
+        for i in _positions(changed):  # converted where SQLite converts
+            value = kept[i]
+            if type(value) is not written.native[i]:
+                value = kept[i] = stored_value(value, written.kinds[i])
+                if value is UNKEPT:
+                    return None
+            elif value != value:  # NaN, which SQLite stores as NULL
+                return None
+        return tuple(kept)
 
     def last_link(self, handoff_id: str) -> tuple[int, str] | None:
         if handoff_id in self._links:
@@ -342,7 +396,11 @@ class SQLiteTx(Tx):
         return record.get("hash") if isinstance(record, dict) else None
 
     def append_checkpoint(self, record: dict, *, text: str | None = None) -> None:
-        self._links.pop(record["handoff_id"], None)
+        hid = record["handoff_id"]
+        if hid in self._links:
+            self._links[hid] = (stored_value(record["seq"], "INTEGER"), record["hash"])
+        self._wrote[hid] = None  # its link moved: kept again only by a put_record after this
+        self._accounted += 1
         self.conn.execute(_INSERT_CHECKPOINT, (record["handoff_id"], record["seq"],
                                                record["fence"], _dumps(record) if text is None
                                                else text))
@@ -361,6 +419,22 @@ class SQLiteTx(Tx):
 
     def handoff_ids(self) -> list[str]:
         return [r[0] for r in self.conn.execute("SELECT id FROM handoffs ORDER BY rowid")]
+
+    def before_commit(self) -> None:
+        """Write what is pending, and learn the data_version that rows kept at this commit
+        hold at (while the write lock is held, no other connection can commit)."""
+        self._write_results()
+        if self._written is not None and any(self._wrote.values()):
+            self._data_version()
+
+    def after_commit(self) -> None:
+        """Keep the rows this transaction wrote (with their last checkpoint's link)."""
+        written = self._written
+        if written is None or self.conn.total_changes == self._changes_before:
+            return
+        changes = (self._changes_before, self.conn.total_changes)
+        written.settle(self._wrote, self._version, changes,
+                       changes[1] - changes[0] == self._accounted)
 
     def put_result(self, handoff_id: str, result_record: dict) -> None:
         self._results[handoff_id] = _dumps(result_record)
@@ -513,6 +587,18 @@ class SQLiteTx(Tx):
 
 _CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 
+# This process's pid, kept without a system call per transaction: a connection must not cross
+# fork(), so every transaction compares it with the pid its connection was opened in.
+_pid = os.getpid()
+
+
+def _after_fork_in_child() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
 
 def _store_error(exc: sqlite3.Error, where: str) -> Exception:
     """The typed error of an SQLite failure: a damaged file is StoreCorrupt (retrying cannot
@@ -553,6 +639,7 @@ class SQLiteStore(StoreBackend):
         self._lock = threading.RLock()
         self._busy_thread: int | None = None
         self._conn: sqlite3.Connection | None = None
+        self._written: WrittenRows | None = None  # the rows its connection wrote
         # This process's syncs of the WAL, which transaction() makes (None: not in WAL mode).
         self._wal_sync: WalSync | None = None
         self._group_commit = True  # False: every sync is an fsync of this process's own
@@ -578,7 +665,7 @@ class SQLiteStore(StoreBackend):
 
     def _connection(self) -> sqlite3.Connection:
         # A connection must not cross fork(): a child opens its own.
-        if self._conn is None or self._pid != os.getpid():
+        if self._conn is None or self._pid != _pid:
             self.path.mkdir(parents=True, exist_ok=True)
             try:
                 conn = sqlite3.connect(self.path / DB_FILE, timeout=BUSY_TIMEOUT_S,
@@ -595,7 +682,9 @@ class SQLiteStore(StoreBackend):
             self._close_wal()  # the previous connection's (or the parent process's)
             if wal:
                 self._wal_sync = WalSync(os.path.realpath(self.path / DB_FILE) + "-wal")
-            self._conn, self._pid = conn, os.getpid()
+            self._conn, self._pid = conn, _pid
+            self._written = WrittenRows(conn, tuple(map(affinities(conn, "handoffs").get,
+                                                        _ROW_COLUMNS)))
             self._synced_at, self._unsynced = -math.inf, False  # a new process: nothing yet
         return self._conn
 
@@ -715,7 +804,7 @@ class SQLiteStore(StoreBackend):
 
     def close(self) -> None:
         with self._lock:
-            if self._conn is not None and self._pid == os.getpid():
+            if self._conn is not None and self._pid == _pid:
                 self._conn.close()
                 self._close_wal()
             self._conn = None
@@ -747,7 +836,7 @@ class _Transaction:
             raise
         store._busy_thread = threading.get_ident()
         self.changes_before = conn.total_changes
-        self.tx = SQLiteTx(conn, store.now)
+        self.tx = SQLiteTx(conn, store.now, store._written)
         return self.tx
 
     def __exit__(self, kind: type | None, exc: BaseException | None, trace: object) -> None:
@@ -755,11 +844,12 @@ class _Transaction:
         try:
             try:
                 if exc is None:
-                    self.tx._write_results()
+                    self.tx.before_commit()
                     conn.execute("COMMIT")
             except BaseException as failed:
                 exc = failed
             if exc is not None:
+                store._written.clear()
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
@@ -767,6 +857,7 @@ class _Transaction:
                 if kind is None:
                     raise exc
                 return  # the body's exception goes on
+            self.tx.after_commit()
             if conn.total_changes != self.changes_before:  # an empty commit syncs nothing
                 fsync = store._fsync_needed(self.sync)
                 if fsync:
