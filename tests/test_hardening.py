@@ -40,6 +40,10 @@ def _dispatch(store, inputs=None, schema=None, budget=None):
     return api.dispatch(store, KIND, inputs or {"n": 1}, schema or {}, budget)
 
 
+# The checkpoints of the handoff with id ? (the SQLite store's key, migration 7).
+CHECKPOINT = "key >> 32 = (SELECT num FROM handoffs WHERE id = ?)"
+
+
 def _sql(store, statement, *args):
     with sqlite3.connect(store.path / DB_FILE) as conn:
         conn.execute(statement, args)
@@ -275,7 +279,7 @@ def test_a_changed_last_checkpoint_or_envelope_is_not_resumed(tmp_path):
         ctx.checkpoint({"page": 1})
         ctx.checkpoint({"page": 2})
     _sql(store, "UPDATE checkpoints SET record = json_set(record, '$.state.page', 99) "
-         "WHERE seq = 2")
+         f"WHERE {CHECKPOINT} AND key & 4294967295 = 2", hid)
     with pytest.raises(IntegrityError) as info:
         api.last_checkpoint(store, hid)
     assert info.value.requirement == "DHP-SEC-004"
@@ -307,8 +311,8 @@ def test_check_integrity_reports_every_kind_of_damage(tmp_path):
     _sql(store, "UPDATE handoffs SET fence = 0 WHERE id = ?", ids[0])
     _sql(store, "UPDATE handoffs SET state = 'flying' WHERE id = ?", ids[1])
     _sql(store, "UPDATE handoffs SET result = NULL WHERE id = ?", ids[2])
-    _sql(store, "DELETE FROM checkpoints WHERE handoff_id = ? AND seq = 2", ids[3])
-    _sql(store, "UPDATE checkpoints SET record = '{not json' WHERE handoff_id = ?", ids[4])
+    _sql(store, f"DELETE FROM checkpoints WHERE {CHECKPOINT} AND key & 4294967295 = 2", ids[3])
+    _sql(store, f"UPDATE checkpoints SET record = '{{not json' WHERE {CHECKPOINT}", ids[4])
     problems = api.check_integrity(store)
     for hid, words in zip(ids, ("fence", "does not exist", "without a result", "deleted",
                                 "not JSON"), strict=False):

@@ -118,15 +118,142 @@ def test_migrations_apply_in_order(tmp_path, monkeypatch):
     store.close()
 
 
+def _schema_at(version: int) -> dict[str, str]:
+    """The CREATE statement of each table and index of a store at `version`, as the
+    migrations up to it make them."""
+    conn = sqlite3.connect(":memory:")
+    for step in sqlite_store.MIGRATIONS[:version]:
+        conn.executescript(step)
+    return dict(conn.execute("SELECT name, sql FROM sqlite_schema WHERE sql IS NOT NULL "
+                             "AND name NOT LIKE 'sqlite_%'"))
+
+
+def _before_7(conn: sqlite3.Connection) -> None:
+    """Undo migration 7: handoffs keyed by id again, checkpoints by (handoff_id, seq)."""
+    old = _schema_at(6)
+    indexes = [name for name, sql in old.items() if sql.startswith("CREATE INDEX")
+               and " ON handoffs" in sql]
+    conn.executescript("".join(f"DROP INDEX {name};" for name in indexes)
+                       + "ALTER TABLE handoffs RENAME TO h7; ALTER TABLE checkpoints RENAME TO c7;"
+                       + old["handoffs"] + ";" + old["checkpoints"] + ";")
+    columns = ", ".join(row[1] for row in conn.execute("PRAGMA table_info(handoffs)"))
+    conn.executescript(
+        f"INSERT INTO handoffs (rowid, {columns}) SELECT num, {columns} FROM h7;"
+        "INSERT INTO checkpoints SELECT h.id, c.key & 4294967295, c.fence, c.record "
+        "FROM c7 c JOIN h7 h ON h.num = c.key >> 32; DROP TABLE c7; DROP TABLE h7;"
+        + "".join(old[name] + ";" for name in indexes))
+
+
 def _as_version(path, version: int) -> None:
-    """Make a store written by this release what a release at schema `version` (4 or 5) wrote:
-    no lease_due column (migration 6), and at 4 a lease index over every row (migration 5)."""
+    """Make a store written by this release what a release at schema `version` (4 to 6)
+    wrote: before migration 7's keys; at 5 and below no lease_due column (migration 6), and at
+    4 a lease index over every row (migration 5)."""
+    with _db(path) as conn:
+        _before_7(conn)
+        conn.execute(f"UPDATE meta SET value = '{version}' WHERE key = 'schema_version'")
+    if version == 6:
+        return
     where = " WHERE lease_expires_at IS NOT NULL" if version == 5 else ""
     with _db(path) as conn:
         conn.executescript(
             "DROP INDEX handoffs_by_lease; ALTER TABLE handoffs DROP COLUMN lease_due; "
             f"CREATE INDEX handoffs_by_lease ON handoffs(state, lease_expires_at){where}; "
             f"UPDATE meta SET value = '{version}' WHERE key = 'schema_version'")
+
+
+def _status(store, hid: str) -> dict:
+    status = dhp.status(store, hid)
+    del status["lease_expires_in"]  # read against the clock
+    return status
+
+
+def _filled(path) -> tuple[list[str], dict]:
+    """A store with a completed handoff, a claimed one with checkpoints, a released one and a
+    pending one; and what the API reads of each."""
+    store = dhp.Store(path)
+    ids = [dhp.dispatch(store, "k", {"n": n}, SCHEMA) for n in range(4)]
+    with dhp.claim(store, ids[0], "w", heartbeat_interval=0) as ctx:
+        ctx.checkpoint({"i": 0})
+        ctx.complete({"done": True})
+    ctx = dhp.claim(store, ids[1], "w", ttl=0.5, heartbeat_interval=0)
+    for i in range(40):  # more than a page of checkpoints
+        ctx.checkpoint({"i": i, "pad": "x" * 200})
+    with dhp.claim(store, ids[2], "w", heartbeat_interval=0) as ctx:
+        ctx.checkpoint({"i": 2})
+        ctx.release()
+    seen = {hid: (_status(store, hid), dhp.checkpoints(store, hid)) for hid in ids}
+    seen["order"] = [row["handoff_id"] for row in dhp.list_handoffs(store)]
+    store.close()
+    return ids, seen
+
+
+@pytest.mark.covers("DHP-CKP-008")
+def test_a_store_of_schema_6_upgrades_to_integer_checkpoint_keys(tmp_path):
+    """Migration 7: every handoff keeps its row number (listing order and cursors), every
+    checkpoint its record; the chains verify and grow on, and VACUUM renumbers nothing."""
+    ids, seen = _filled(tmp_path)
+    _as_version(tmp_path, 6)
+    with _db(tmp_path) as conn:
+        assert conn.execute("SELECT count(*) FROM checkpoints WHERE handoff_id = ?",
+                            (ids[1],)).fetchone()[0] == 40
+    store = dhp.Store(tmp_path)
+    assert store.schema_version() == sqlite_store.SCHEMA_VERSION == 7
+    for hid in ids:
+        status, records = seen[hid]
+        assert dhp.checkpoints(store, hid) == records
+        assert _status(store, hid) == status
+    assert [row["handoff_id"] for row in dhp.list_handoffs(store)] == seen["order"]
+    assert dhp.check_integrity(store) == []
+    store.close()
+    with _db(tmp_path) as conn:
+        conn.execute("VACUUM")
+        assert conn.execute("SELECT key >> 32, count(*) FROM checkpoints GROUP BY 1 "
+                            "ORDER BY 1").fetchall() == [(1, 1), (2, 40), (3, 1)]
+    store = dhp.Store(tmp_path)
+    time.sleep(0.5)  # the claim's lease runs out
+    ctx = dhp.recover(store, ids[1], "w2", heartbeat_interval=0)
+    assert ctx.last_checkpoint == {"i": 39, "pad": "x" * 200}
+    assert ctx.checkpoint({"i": 40})["seq"] == 41
+    assert dhp.check_integrity(store) == []
+    store.close()
+
+
+def test_a_store_whose_checkpoints_migration_7_cannot_key_is_refused_unchanged(tmp_path):
+    ids, _ = _filled(tmp_path)
+    _as_version(tmp_path, 6)
+    with _db(tmp_path) as conn:  # a checkpoint whose handoff is gone: the store was edited
+        conn.execute("UPDATE checkpoints SET handoff_id = 'sha256:' || hex(zeroblob(32)) "
+                     "WHERE handoff_id = ? AND seq = 40", (ids[1],))
+    with pytest.raises(Unavailable, match="1 checkpoints have no handoff.*the store is "
+                                          "unchanged"):
+        dhp.Store(tmp_path)
+    with _db(tmp_path) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'"
+                            ).fetchone() == ("6",)
+        assert conn.execute("SELECT count(*) FROM checkpoints").fetchone() == (42,)
+
+
+def test_the_integer_keys_limits_are_refused_with_what_was_passed(tmp_path):
+    """Migration 7's key holds 2^32 - 1 checkpoints per handoff and 2^31 - 1 handoffs; past
+    either, the write is refused, naming the limit, and nothing is stored."""
+    store = dhp.Store(tmp_path)
+    hid = dhp.dispatch(store, "k", {}, SCHEMA)
+    ctx = dhp.claim(store, hid, "w", heartbeat_interval=0)
+    last = ctx.checkpoint({"i": 1})
+    with _db(tmp_path) as conn:  # as if the handoff had written 2^32 - 1 checkpoints
+        conn.execute("UPDATE checkpoints SET key = key + 4294967294")
+    assert ctx.checkpoint  # the context is still live
+    with pytest.raises(InvalidInput, match="at most 4,294,967,295 checkpoints per handoff"):
+        ctx.checkpoint({"i": 2})
+    assert dhp.status(store, hid)["steps"] == 1
+    with _db(tmp_path) as conn:
+        assert conn.execute("SELECT key & 4294967295, json_extract(record, '$.hash') "
+                            "FROM checkpoints").fetchall() == [(4294967295, last["hash"])]
+        conn.execute("UPDATE handoffs SET num = 2147483647")
+    with pytest.raises(Unavailable, match="at most 2,147,483,647 handoffs"):
+        dhp.dispatch(store, "k", {"one": "too many"}, SCHEMA)
+    assert [row["handoff_id"] for row in dhp.list_handoffs(store)] == [hid]
+    store.close()
 
 
 def test_a_store_of_schema_4_upgrades_to_the_partial_lease_index(tmp_path):
@@ -170,7 +297,7 @@ def test_a_store_of_schema_5_upgrades_to_the_lease_due_index(tmp_path):
     _as_version(tmp_path, 5)
     tick.now = 102.0
     store = dhp.Store(tmp_path, clock=tick)
-    assert store.schema_version() == 6
+    assert store.schema_version() == sqlite_store.SCHEMA_VERSION
     assert _lease_columns(store, expired) == (101.0, 101.0)
     with store.transaction(write=False) as tx:
         assert [r["handoff_id"] for r in tx.select(expired_before=tick.now)] == [expired]
@@ -324,31 +451,44 @@ def test_integrity_check_finds_a_changed_checkpoint(tmp_path):
     assert dhp.check_integrity(store) == []
     store.close()
     with _db(tmp_path) as conn:
-        raw = conn.execute("SELECT record FROM checkpoints WHERE seq = 2").fetchone()[0]
+        seq_2 = "key & 4294967295 = 2"
+        raw = conn.execute(f"SELECT record FROM checkpoints WHERE {seq_2}").fetchone()[0]
         changed = json.loads(raw)
         changed["state"] = {"i": 99}
-        conn.execute("UPDATE checkpoints SET record = ? WHERE seq = 2", (json.dumps(changed),))
+        conn.execute(f"UPDATE checkpoints SET record = ? WHERE {seq_2}", (json.dumps(changed),))
     store = dhp.Store(tmp_path)
     problems = dhp.check_integrity(store)
     assert len(problems) == 1 and hid in problems[0] and "integrity_error" in problems[0]
     store.close()
 
 
-def test_last_checkpoint_reads_one_row_by_primary_key(tmp_path):
-    """A checkpoint write costs O(1) in the history: its only read of the chain is a
-    primary-key lookup of the last record, never a scan."""
+def test_the_checkpoint_path_reads_rows_by_key_and_never_scans(tmp_path):
+    """A checkpoint write costs O(1) in the history: its reads of the chain (the row with its
+    last link, the last record) are key lookups, never a scan; the takes and the lease scan
+    use their indexes."""
     store = dhp.Store(tmp_path)
+    hid = dhp.dispatch(store, "k", {}, SCHEMA)
+    with dhp.claim(store, hid, "w", heartbeat_interval=0) as ctx:
+        ctx.checkpoint({"i": 1})
+    seen: list[str] = []
     with store.transaction(write=False) as tx:
-        plan = " ".join(str(r[-1]) for r in tx.conn.execute(
-            "EXPLAIN QUERY PLAN SELECT record FROM checkpoints WHERE handoff_id = ? "
-            "ORDER BY seq DESC LIMIT 1", ("x",)))
+        tx.conn.set_trace_callback(seen.append)
+        tx.last_link(hid)  # before get, which reads the link with the row
+        tx.get(hid, envelope=False)
+        tx.last_checkpoint(hid)
+        tx.checkpoint_hash(hid, 1)
+        tx.conn.set_trace_callback(None)
+        plans = [" ".join(str(r[-1]) for r in tx.conn.execute(f"EXPLAIN QUERY PLAN {sql}"))
+                 for sql in seen if sql.startswith("SELECT")]
         claim_plan = " ".join(str(r[-1]) for r in tx.conn.execute(
             "EXPLAIN QUERY PLAN SELECT id FROM handoffs WHERE state IN ('pending') "
             "AND task_kind IN ('k') ORDER BY rowid LIMIT 1"))
         scan_plan = " ".join(str(r[-1]) for r in tx.conn.execute(
             "EXPLAIN QUERY PLAN SELECT id FROM handoffs WHERE state = 'claimed' "
             "AND lease_due <= 5 AND lease_expires_at <= 5"))
-    assert "PRIMARY KEY" in plan and "SCAN" not in plan
+    assert len(plans) == 4
+    for plan in plans:
+        assert "SCAN" not in plan and "INTEGER PRIMARY KEY" in plan, plan
     assert "handoffs_by_kind" in claim_plan
     assert "handoffs_by_lease" in scan_plan
     store.close()
@@ -455,4 +595,35 @@ def test_wall_clock_budget_on_the_store_clock(tmp_path):
     assert status["state"] == "dead_lettered" and status["dlq_reason"].startswith(
         "max_wall_clock_s")
     assert status["checkpoints"]["count"] == 1
+    store.close()
+
+
+def test_owner_incarnations_seeks_each_owner_once(tmp_path):
+    """The supervisor's list of owners to probe: the distinct owners of claimed handoffs,
+    found by one seek of the partial index per owner, never by reading every claimed row."""
+    store = dhp.Store(tmp_path)
+    rng = random.Random(3)
+    dhp.dispatch_many(store, [{"task_kind": "k", "inputs": {"n": n}, "output_schema": SCHEMA}
+                              for n in range(300)])
+    owners = [f"{n:032x}" for n in range(5)]
+    with _db(tmp_path) as conn:
+        for num in range(1, 301):
+            state = rng.choice(["claimed", "claimed", "released", "pending"])
+            conn.execute("UPDATE handoffs SET state = ?, owner_incarnation = ? WHERE num = ?",
+                         (state, rng.choice([*owners, None]), num))
+        expected = {r[0] for r in conn.execute(
+            "SELECT DISTINCT owner_incarnation FROM handoffs WHERE state = 'claimed' "
+            "AND owner_incarnation IS NOT NULL")}
+    seen: list[str] = []
+    with store.transaction(write=False) as tx:
+        tx.conn.set_trace_callback(seen.append)
+        found = tx.owner_incarnations()
+        tx.conn.set_trace_callback(None)
+        plan = " ".join(str(r[-1]) for r in tx.conn.execute(f"EXPLAIN QUERY PLAN {seen[0]}"))
+    assert sorted(found) == sorted(expected) and len(found) == len(set(found)) > 2
+    assert "SCAN handoffs" not in plan and "supervisor_by_incarnation" in plan
+    with _db(tmp_path) as conn:
+        conn.execute("UPDATE handoffs SET state = 'released'")
+    with store.transaction(write=False) as tx:
+        assert tx.owner_incarnations() == []
     store.close()

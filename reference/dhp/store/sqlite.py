@@ -18,7 +18,15 @@ WAL mode is unavailable (a file system without shared memory) every commit runs 
 
 Writes. put_record rewrites only the columns whose values changed (a checkpoint: the lease,
 the counters and the progress time), so the indexes whose keys did not move are not
-rewritten: each would cost a page in the WAL.
+rewritten: each would cost a page in the WAL. A write of a row this process wrote last, with
+no other process's commit since, does not read it back (dhp.store.written_rows): a checkpoint
+is BEGIN, INSERT, UPDATE, COMMIT and one `PRAGMA data_version`.
+
+Checkpoints are keyed by one integer, the handoff's row number * 2^32 + seq (migration 7),
+so the checkpoints of the newest handoff, or of the one a lone worker is on, go onto the last
+page of their table: about 2.2 WAL pages per checkpoint with the handoff's row. A store
+holds at most 2^31 - 1 handoffs and 2^32 - 1 checkpoints per handoff; past either the write
+is refused and nothing is stored.
 
 Concurrency. Every write transaction starts with `BEGIN IMMEDIATE`, taking SQLite's single
 write lock up front, so concurrent claimers in any number of processes are serialised and
@@ -61,11 +69,9 @@ from dhp.store.written_rows import UNKEPT, WrittenRows, affinities, stored_value
 DB_FILE = "dhp.sqlite3"
 BUSY_TIMEOUT_S = 30.0
 
-# Each entry is one migration: the SQL that takes the schema from version i to i + 1.
-MIGRATIONS: list[str] = [
-    """
-    CREATE TABLE handoffs (
-        id TEXT PRIMARY KEY,
+# The columns of a handoff's row after its id, as migration 1 made them (migration 7 makes
+# the table again with them), and the supervisor's indexes (migrations 2 and 7).
+_HANDOFF_COLUMNS = """
         envelope TEXT NOT NULL,
         task_kind TEXT NOT NULL,
         state TEXT NOT NULL,
@@ -83,7 +89,23 @@ MIGRATIONS: list[str] = [
         owner_incarnation TEXT,
         result TEXT,
         created_at TEXT NOT NULL,
-        updated_at REAL NOT NULL
+        updated_at REAL NOT NULL"""
+_SUPERVISOR_INDEXES = """
+    CREATE INDEX supervisor_by_incarnation ON handoffs(owner_incarnation)
+        WHERE state = 'claimed';
+    CREATE INDEX supervisor_by_progress_deadline
+        ON handoffs(last_progress_at + progress_timeout_s)
+        WHERE state = 'claimed' AND progress_timeout_s IS NOT NULL;
+    CREATE INDEX supervisor_by_wall_clock_deadline
+        ON handoffs(first_claimed_at + json_extract(budget, '$.max_wall_clock_s'))
+        WHERE state IN ('claimed', 'released', 'orphaned') AND first_claimed_at IS NOT NULL;
+"""
+
+# Each entry is one migration: the SQL that takes the schema from version i to i + 1.
+MIGRATIONS: list[str] = [
+    f"""
+    CREATE TABLE handoffs (
+        id TEXT PRIMARY KEY,{_HANDOFF_COLUMNS}
     );
     CREATE INDEX handoffs_by_kind ON handoffs(state, task_kind);
     CREATE INDEX handoffs_by_lease ON handoffs(state, lease_expires_at);
@@ -104,15 +126,7 @@ MIGRATIONS: list[str] = [
         fence INTEGER NOT NULL,
         expires_at REAL NOT NULL
     );
-    CREATE INDEX supervisor_by_incarnation ON handoffs(owner_incarnation)
-        WHERE state = 'claimed';
-    CREATE INDEX supervisor_by_progress_deadline
-        ON handoffs(last_progress_at + progress_timeout_s)
-        WHERE state = 'claimed' AND progress_timeout_s IS NOT NULL;
-    CREATE INDEX supervisor_by_wall_clock_deadline
-        ON handoffs(first_claimed_at + json_extract(budget, '$.max_wall_clock_s'))
-        WHERE state IN ('claimed', 'released', 'orphaned') AND first_claimed_at IS NOT NULL;
-    """,
+    """ + _SUPERVISOR_INDEXES,
     # 3: not_before, the instant before which a handoff may not be taken (spec/schedule.md).
     """
     ALTER TABLE handoffs ADD COLUMN not_before REAL;
@@ -152,8 +166,44 @@ MIGRATIONS: list[str] = [
     DROP INDEX handoffs_by_lease;
     CREATE INDEX handoffs_by_lease ON handoffs(state, lease_due) WHERE lease_due IS NOT NULL;
     """,
+    # 7: checkpoints keyed by one integer, num * 2^32 + seq, where num is the handoff's row
+    # number, now an explicit INTEGER PRIMARY KEY (the rowid it had, which VACUUM may then no
+    # longer renumber). In a rowid table, appending to the checkpoints of the handoff with
+    # the highest num (the newest, or the one a single worker is on) adds to the last page,
+    # or starts a new one; in the WITHOUT ROWID tree of (handoff_id, seq) an append into a
+    # full page rewrote up to three sibling pages and their parent: 3.4 WAL frames per
+    # checkpoint, now about 2.2. The handoffs a store holds are bounded by the CHECK so
+    # that no key overflows; append_checkpoint refuses a seq of 2^32 or more. The indexes
+    # of migrations 2 and 6 are made again on the new table. _check_before_7 refuses a
+    # store whose checkpoints this cannot carry over.
+    f"""
+    CREATE TABLE handoffs_7 (
+        num INTEGER PRIMARY KEY CHECK (num < 2147483648),
+        id TEXT NOT NULL UNIQUE,{_HANDOFF_COLUMNS},
+        not_before REAL,
+        lease_due REAL
+    );
+    INSERT INTO handoffs_7 SELECT rowid, * FROM handoffs ORDER BY rowid;
+    CREATE TABLE checkpoints_7 (
+        key INTEGER PRIMARY KEY,
+        fence INTEGER NOT NULL,
+        record TEXT NOT NULL
+    );
+    INSERT INTO checkpoints_7 SELECT (h.num << 32) + c.seq, c.fence, c.record
+        FROM checkpoints c JOIN handoffs_7 h ON h.id = c.handoff_id ORDER BY 1;
+    DROP TABLE checkpoints;
+    DROP TABLE handoffs;
+    ALTER TABLE handoffs_7 RENAME TO handoffs;
+    ALTER TABLE checkpoints_7 RENAME TO checkpoints;
+    CREATE INDEX handoffs_by_kind ON handoffs(state, task_kind);
+    CREATE INDEX handoffs_by_lease ON handoffs(state, lease_due) WHERE lease_due IS NOT NULL;
+    """ + _SUPERVISOR_INDEXES,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+
+# Migration 7's checkpoint key: num * SEQ_SPAN + seq.
+SEQ_SPAN = 2**32
+MAX_HANDOFFS = 2**31 - 1
 
 # The machine's record, one column per member (budget as JSON text).
 RECORD_COLUMNS = ("state", "owner", "fence", "lease_expires_at", "attempts", "steps", "spend",
@@ -168,17 +218,21 @@ _INSERT_COLUMNS = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "created_at",
 _INSERT = (f"INSERT INTO handoffs ({', '.join(_INSERT_COLUMNS)}) "
            f"VALUES ({', '.join('?' * len(_INSERT_COLUMNS))})")
 _INSERT_NEW = _INSERT + " ON CONFLICT (id) DO NOTHING"
-_INSERT_CHECKPOINT = ("INSERT INTO checkpoints (handoff_id, seq, fence, record) "
-                      "VALUES (?, ?, ?, ?)")
+# A checkpoint's key from its handoff's num (migration 7), found by id in the statement.
+_INSERT_CHECKPOINT = ("INSERT INTO checkpoints (key, fence, record) "
+                      "SELECT (num << 32) + ?, ?, ? FROM handoffs WHERE id = ?")
+# The keys of the checkpoints of the handoff `h`, and a checkpoint's seq.
+_KEYS_OF = "key BETWEEN h.num << 32 AND (h.num << 32) + 4294967295"
+_SEQ = "key & 4294967295"
 # The same row without the envelope and result, which a fenced write does not need.
 _SELECT_LIGHT = "SELECT " + ", ".join(
     "NULL" if c in ("envelope", "result") else c for c in _ROW_COLUMNS) + " FROM handoffs"
 # get(envelope=False): that row and the link of its last checkpoint (seq, hash), which a
 # checkpoint or a completion needs next: one statement instead of two on the hot path.
-_LAST = "FROM checkpoints WHERE handoff_id = handoffs.id ORDER BY seq DESC LIMIT 1"
-_GET_LIGHT = (_SELECT_LIGHT.replace(" FROM handoffs", f", (SELECT seq {_LAST}), "
+_LAST = f"FROM checkpoints WHERE {_KEYS_OF} ORDER BY key DESC LIMIT 1"
+_GET_LIGHT = (_SELECT_LIGHT.replace(" FROM handoffs", f", (SELECT {_SEQ} {_LAST}), "
                                     f"(SELECT json_extract(record, '$.hash') {_LAST}) "
-                                    "FROM handoffs WHERE id = ?"))
+                                    "FROM handoffs h WHERE id = ?"))
 
 
 def _dumps(obj: object) -> str:
@@ -247,6 +301,16 @@ def _lease_due(lease: float | None, due: float | None, now: float) -> float | No
     if lease is None or due is None or not now + (lease - now) / 2 <= due <= lease:
         return lease
     return due
+
+
+def _checkpoint_values(record: dict, text: str | None) -> tuple:
+    """_INSERT_CHECKPOINT's parameters; a seq that migration 7's key cannot hold is refused."""
+    seq = record["seq"]
+    if not 0 < seq < SEQ_SPAN:
+        raise InvalidInput(f"checkpoint seq {seq} of {record['handoff_id']}: a SQLite store "
+                           f"holds at most {SEQ_SPAN - 1:,} checkpoints per handoff")
+    return (seq, record["fence"], _dumps(record) if text is None else text,
+            record["handoff_id"])
 
 
 @functools.lru_cache(maxsize=256)
@@ -379,19 +443,21 @@ class SQLiteTx(Tx):
         if handoff_id in self._links:
             return self._links[handoff_id]
         return self.conn.execute(
-            "SELECT seq, json_extract(record, '$.hash') FROM checkpoints WHERE handoff_id = ? "
-            "ORDER BY seq DESC LIMIT 1", (handoff_id,)).fetchone()
+            f"SELECT {_SEQ}, json_extract(record, '$.hash') FROM handoffs h, checkpoints "
+            f"WHERE h.id = ? AND {_KEYS_OF} ORDER BY key DESC LIMIT 1", (handoff_id,)).fetchone()
 
     def last_checkpoint(self, handoff_id: str) -> dict | None:
         found = self.conn.execute(
-            "SELECT record FROM checkpoints WHERE handoff_id = ? ORDER BY seq DESC LIMIT 1",
-            (handoff_id,)).fetchone()
+            f"SELECT record FROM handoffs h, checkpoints WHERE h.id = ? AND {_KEYS_OF} "
+            "ORDER BY key DESC LIMIT 1", (handoff_id,)).fetchone()
         return _loads(found[0], "last checkpoint", handoff_id) if found else None
 
     def checkpoint_hash(self, handoff_id: str, seq: int) -> str | None:
+        if not 0 <= seq < SEQ_SPAN:
+            return None
         found = self.conn.execute(
-            "SELECT record FROM checkpoints WHERE handoff_id = ? AND seq = ?",
-            (handoff_id, seq)).fetchone()
+            "SELECT record FROM handoffs h, checkpoints WHERE h.id = ? "
+            "AND key = (h.num << 32) + ?", (handoff_id, seq)).fetchone()
         record = _loads(found[0], f"checkpoint seq {seq}", handoff_id) if found else None
         return record.get("hash") if isinstance(record, dict) else None
 
@@ -401,20 +467,19 @@ class SQLiteTx(Tx):
             self._links[hid] = (stored_value(record["seq"], "INTEGER"), record["hash"])
         self._wrote[hid] = None  # its link moved: kept again only by a put_record after this
         self._accounted += 1
-        self.conn.execute(_INSERT_CHECKPOINT, (record["handoff_id"], record["seq"],
-                                               record["fence"], _dumps(record) if text is None
-                                               else text))
+        cur = self.conn.execute(_INSERT_CHECKPOINT, _checkpoint_values(record, text))
+        if cur.rowcount != 1:
+            raise Internal(f"checkpoint seq {record['seq']} of {hid}: no such handoff")
 
     def append_checkpoints(self, records: list[tuple[dict, str | None]]) -> None:
         self._links.clear()
         self.conn.executemany(_INSERT_CHECKPOINT,
-                              [(r["handoff_id"], r["seq"], r["fence"],
-                                _dumps(r) if text is None else text) for r, text in records])
+                              [_checkpoint_values(r, text) for r, text in records])
 
     def checkpoints(self, handoff_id: str) -> list[dict]:
         rows = self.conn.execute(
-            "SELECT seq, record FROM checkpoints WHERE handoff_id = ? ORDER BY seq",
-            (handoff_id,))
+            f"SELECT {_SEQ}, record FROM handoffs h, checkpoints WHERE h.id = ? AND {_KEYS_OF} "
+            "ORDER BY key", (handoff_id,))
         return [_loads(r[1], f"checkpoint seq {r[0]}", handoff_id) for r in rows]
 
     def handoff_ids(self) -> list[str]:
@@ -490,8 +555,14 @@ class SQLiteTx(Tx):
         return [r[0] for r in rows]
 
     def owner_incarnations(self) -> list[str]:
-        rows = self.conn.execute("SELECT DISTINCT owner_incarnation FROM handoffs "
-                                 "WHERE state = 'claimed' AND owner_incarnation IS NOT NULL")
+        # One seek of the partial index per owner, not a read of every claimed row: a pass
+        # costs what the number of processes does, not the number of running handoffs.
+        index = "handoffs INDEXED BY supervisor_by_incarnation WHERE state = 'claimed'"
+        rows = self.conn.execute(
+            f"WITH RECURSIVE owners(o) AS (SELECT min(owner_incarnation) FROM {index} "
+            f"UNION ALL SELECT (SELECT min(owner_incarnation) FROM {index} "
+            "AND owner_incarnation > o) FROM owners WHERE o IS NOT NULL) "
+            "SELECT o FROM owners WHERE o IS NOT NULL")
         return [r[0] for r in rows]
 
     def _first(self, where: str, args: list, task_kinds: tuple[str, ...]) -> dict | None:
@@ -608,6 +679,9 @@ def _store_error(exc: sqlite3.Error, where: str) -> Exception:
         return StoreCorrupt(f"{where}: the database file is damaged or not a DHP store ({exc});"
                             " retrying cannot help: restore a backup, or export what still "
                             "verifies", requirement="DHP-SEC-005")
+    if isinstance(exc, sqlite3.IntegrityError) and "num < 2147483648" in str(exc):
+        return Unavailable(f"{where}: a SQLite store holds at most {MAX_HANDOFFS:,} handoffs "
+                           "(schema 7), and this one is full")
     if isinstance(exc, sqlite3.OperationalError):
         return Unavailable(f"{where}: {exc}")
     return Internal(f"{where}: {exc}")
@@ -701,7 +775,9 @@ class SQLiteStore(StoreBackend):
                 raise Unavailable(
                     f"the store at {self.path} has schema version {version}; this release "
                     f"reads up to {len(MIGRATIONS)}: upgrade durable-handoff")
-            for step in MIGRATIONS[version:]:
+            for number, step in enumerate(MIGRATIONS[version:], start=version + 1):
+                if number == 7:
+                    self._check_before_7(conn)
                 for statement in step.split(";"):
                     if statement.strip():
                         conn.execute(statement)
@@ -716,6 +792,21 @@ class SQLiteStore(StoreBackend):
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+
+    def _check_before_7(self, conn: sqlite3.Connection) -> None:
+        """Refuse, changing nothing, a store whose checkpoints migration 7 cannot key: one
+        without its handoff (the store was edited), a seq of 2^32 or more, or a handoff past
+        the 2^31 - 1 the new key allows."""
+        bad = conn.execute(
+            "SELECT count(*) FROM checkpoints c LEFT JOIN handoffs h ON h.id = c.handoff_id "
+            "WHERE h.id IS NULL OR c.seq NOT BETWEEN 1 AND ?", (SEQ_SPAN - 1,)).fetchone()[0]
+        last = conn.execute("SELECT max(rowid) FROM handoffs").fetchone()[0] or 0
+        if bad or last > MAX_HANDOFFS:
+            raise Unavailable(
+                f"cannot upgrade the store at {self.path} to schema 7: {bad} checkpoints have no "
+                f"handoff or a seq past {SEQ_SPAN - 1:,}, and its last handoff is number "
+                f"{last:,} of at most {MAX_HANDOFFS:,}; the store is unchanged: export its "
+                "handoffs with the release that wrote it")
 
     @staticmethod
     def _up_to_date(conn: sqlite3.Connection) -> bool:
