@@ -145,13 +145,18 @@ def _before_7(conn: sqlite3.Connection) -> None:
 
 
 def _as_version(path, version: int) -> None:
-    """Make a store written by this release what a release at schema `version` (4 to 6)
-    wrote: before migration 7's keys; at 5 and below no lease_due column (migration 6), and at
-    4 a lease index over every row (migration 5)."""
+    """Make a store written by this release what a release at schema `version` (4 to 7)
+    wrote: no progress_due column (migration 8); at 6 and below before migration 7's keys; at
+    5 and below no lease_due column (migration 6), and at 4 a lease index over every row
+    (migration 5)."""
     with _db(path) as conn:
-        _before_7(conn)
+        conn.executescript("DROP INDEX supervisor_by_progress_deadline; "
+                           "ALTER TABLE handoffs DROP COLUMN progress_due; "
+                           + _schema_at(7)["supervisor_by_progress_deadline"])
+        if version <= 6:
+            _before_7(conn)
         conn.execute(f"UPDATE meta SET value = '{version}' WHERE key = 'schema_version'")
-    if version == 6:
+    if version >= 6:
         return
     where = " WHERE lease_expires_at IS NOT NULL" if version == 5 else ""
     with _db(path) as conn:
@@ -197,7 +202,7 @@ def test_a_store_of_schema_6_upgrades_to_integer_checkpoint_keys(tmp_path):
         assert conn.execute("SELECT count(*) FROM checkpoints WHERE handoff_id = ?",
                             (ids[1],)).fetchone()[0] == 40
     store = dhp.Store(tmp_path)
-    assert store.schema_version() == sqlite_store.SCHEMA_VERSION == 7
+    assert store.schema_version() == sqlite_store.SCHEMA_VERSION
     for hid in ids:
         status, records = seen[hid]
         assert dhp.checkpoints(store, hid) == records
@@ -330,13 +335,66 @@ def test_checkpoints_move_the_lease_index_once_per_half_ttl(tmp_path):
     store.close()
 
 
+def test_a_store_of_schema_7_upgrades_to_the_progress_due_index(tmp_path):
+    """Migration 8: the progress deadline's index keys on progress_due, filled from the
+    deadline of every row a store at version 7 holds, so its stalled handoffs are found."""
+    tick = TestClock(100.0)
+    old = dhp.Store(tmp_path, clock=tick)
+    stalled, busy, untimed = (dhp.dispatch(old, "k", {"n": n}, SCHEMA, progress_timeout_s=t)
+                              for n, t in enumerate((1.0, 60.0, None)))
+    for hid in (stalled, busy, untimed):
+        operations.take(old, hid, "claim", "w", 600.0)
+    old.close()
+    _as_version(tmp_path, 7)
+    tick.now = 102.0
+    store = dhp.Store(tmp_path, clock=tick)
+    assert store.schema_version() == sqlite_store.SCHEMA_VERSION
+    with store.transaction(write=False) as tx:
+        assert tx.conn.execute("SELECT progress_due FROM handoffs ORDER BY num").fetchall() \
+            == [(101.0,), (160.0,), (None,)]
+        assert tx.stalled(tick.now, 10) == [stalled]
+    store.close()
+
+
+def test_checkpoints_move_the_progress_index_once_per_half_timeout(tmp_path):
+    """A checkpoint moves the progress deadline; its key in the supervisor's index
+    (progress_due, a lower bound of it) moves only once half the time to the deadline has
+    passed it, and a stalled handoff is always found, at the instant after its deadline."""
+    tick = TestClock(100.0)
+    store = dhp.Store(tmp_path, clock=tick)
+    hid = dhp.dispatch(store, "k", {}, SCHEMA, progress_timeout_s=10.0)
+    ctx = dhp.claim(store, hid, "w", ttl=60.0, heartbeat_interval=0)
+
+    def columns():
+        with store.transaction(write=False) as tx:
+            return tx.conn.execute("SELECT last_progress_at + progress_timeout_s, "
+                                   "progress_due FROM handoffs").fetchone()
+
+    assert columns() == (110.0, 110.0)
+    tick.now = 101.0
+    ctx.checkpoint({"i": 1})
+    assert columns() == (111.0, 110.0)  # 110 is still >= 101 + 10/2
+    tick.now = 106.0
+    ctx.heartbeat()  # no progress: the deadline stays, and the key is pulled up to it
+    assert columns() == (111.0, 111.0)
+    tick.now = 111.0
+    with store.transaction(write=False) as tx:
+        assert tx.stalled(tick.now, 10) == []  # the deadline instant: not past it yet
+    tick.now = 111.5
+    with store.transaction(write=False) as tx:
+        assert tx.stalled(tick.now, 10) == [hid]
+    store.close()
+
+
 def test_the_expired_lease_scan_agrees_with_the_leases(tmp_path):
     """Whatever the writes, ttls and clock steps, the scans that use the lease index find
-    exactly the claimed rows whose lease_expires_at has passed."""
+    exactly the claimed rows whose lease_expires_at has passed, and the supervisor's scan of
+    the progress index exactly those whose progress deadline has passed."""
     rng = random.Random(7)
     tick = TestClock(100.0)
     store = dhp.Store(tmp_path, clock=tick)
-    hids = [dhp.dispatch(store, "k", {"n": n}, SCHEMA) for n in range(12)]
+    hids = [dhp.dispatch(store, "k", {"n": n}, SCHEMA,
+                         progress_timeout_s=rng.choice([None, 1.0, 4.0])) for n in range(12)]
     leases: dict[str, tuple[str, int]] = {}
     for _ in range(400):
         hid = rng.choice(hids)
@@ -365,6 +423,16 @@ def test_the_expired_lease_scan_agrees_with_the_leases(tmp_path):
                                   "lease_expires_at AND NOT lease_due < lease_expires_at"
                                   ).fetchone()[0]
             assert due == 0  # lease_due is null with the lease, else at most the lease
+            stalled = sorted(
+                r["handoff_id"] for r in tx.select(states=("claimed",))
+                if r["record"]["progress_timeout_s"] is not None
+                and r["record"]["last_progress_at"] + r["record"]["progress_timeout_s"]
+                < tick.now)
+            assert sorted(tx.stalled(tick.now, 100)) == stalled
+            due = tx.conn.execute("SELECT count(*) FROM handoffs WHERE progress_due IS NOT "
+                                  "last_progress_at + progress_timeout_s AND NOT progress_due "
+                                  "< last_progress_at + progress_timeout_s").fetchone()[0]
+            assert due == 0
     store.close()
 
 

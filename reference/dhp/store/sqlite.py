@@ -156,7 +156,7 @@ MIGRATIONS: list[str] = [
         WHERE lease_expires_at IS NOT NULL;
     """,
     # 6: the lease index keys on lease_due, a lower bound of lease_expires_at that put_record
-    # moves only when it falls behind (_lease_due): a checkpoint, which extends the lease,
+    # moves only when it falls behind (_due_key): a checkpoint, which extends the lease,
     # then rewrites no index page (one WAL frame in four). A scan for expired leases asks
     # for both bounds (lease_due <= now AND lease_expires_at <= now), and misses none: an
     # expired lease has a lease_due at or before its expiry.
@@ -198,6 +198,18 @@ MIGRATIONS: list[str] = [
     CREATE INDEX handoffs_by_kind ON handoffs(state, task_kind);
     CREATE INDEX handoffs_by_lease ON handoffs(state, lease_due) WHERE lease_due IS NOT NULL;
     """ + _SUPERVISOR_INDEXES,
+    # 8: the progress deadline's index keys on progress_due, a lower bound of
+    # last_progress_at + progress_timeout_s that put_record moves as it moves lease_due
+    # (_due_key): a checkpoint of a handoff with a progress timeout, which moves the
+    # deadline, then rewrites no index page either. stalled() asks for both bounds and
+    # misses none.
+    """
+    ALTER TABLE handoffs ADD COLUMN progress_due REAL;
+    UPDATE handoffs SET progress_due = last_progress_at + progress_timeout_s;
+    DROP INDEX supervisor_by_progress_deadline;
+    CREATE INDEX supervisor_by_progress_deadline ON handoffs(progress_due)
+        WHERE state = 'claimed' AND progress_due IS NOT NULL;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -210,11 +222,10 @@ RECORD_COLUMNS = ("state", "owner", "fence", "lease_expires_at", "attempts", "st
                   "first_claimed_at", "last_progress_at", "budget", "dlq_reason",
                   "progress_timeout_s", "not_before")
 _ROW_COLUMNS = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "owner_incarnation", "lease_due",
-                "result",
-                "created_at", "updated_at")
+                "progress_due", "result", "created_at", "updated_at")
 _SELECT = f"SELECT {', '.join(_ROW_COLUMNS)} FROM handoffs"
 _INSERT_COLUMNS = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "created_at", "updated_at",
-                   "lease_due")
+                   "lease_due", "progress_due")
 _INSERT = (f"INSERT INTO handoffs ({', '.join(_INSERT_COLUMNS)}) "
            f"VALUES ({', '.join('?' * len(_INSERT_COLUMNS))})")
 _INSERT_NEW = _INSERT + " ON CONFLICT (id) DO NOTHING"
@@ -284,23 +295,33 @@ _BUDGET = RECORD_COLUMNS.index("budget")
 _RECORD_KEYS = frozenset(RECORD_COLUMNS)
 # What put_record writes, and where a read row holds it (_ROW_COLUMNS after id, envelope and
 # task_kind).
-_PUT_COLUMNS = (*RECORD_COLUMNS, "owner_incarnation", "lease_due")
+_PUT_COLUMNS = (*RECORD_COLUMNS, "owner_incarnation", "lease_due", "progress_due")
 _STORED = slice(3, 3 + len(_PUT_COLUMNS))
 _PUT_INDEXES = range(len(_PUT_COLUMNS))
 _ALL_COLUMNS = tuple(_PUT_INDEXES)
 _LEASE = RECORD_COLUMNS.index("lease_expires_at")
+_LAST_PROGRESS = RECORD_COLUMNS.index("last_progress_at")
+_PROGRESS_TIMEOUT = RECORD_COLUMNS.index("progress_timeout_s")
 _DUE = _PUT_COLUMNS.index("lease_due")
+_PROGRESS_DUE = _PUT_COLUMNS.index("progress_due")
 
 
-def _lease_due(lease: float | None, due: float | None, now: float) -> float | None:
-    """The lease index's key for a row whose lease now ends at `lease` and whose key was
-    `due`: kept while it is still a lower bound of the lease and at least half the lease's
-    remaining time away, else moved to the lease. A worker that writes more often than half
-    its ttl (heartbeats every ttl/3) so never shows in a scan for expired leases before its
-    lease has expired, and a burst of checkpoints moves the key once per half ttl."""
-    if lease is None or due is None or not now + (lease - now) / 2 <= due <= lease:
-        return lease
+def _due_key(deadline: float | None, due: float | None, now: float) -> float | None:
+    """The index key of a deadline (the lease's end, migration 6; the progress deadline,
+    migration 8) for a row whose deadline is now `deadline` and whose key was `due`: kept
+    while it is still a lower bound of the deadline and at least half the deadline's
+    remaining time away, else moved to the deadline. A worker that writes more often than
+    half that time (heartbeats every ttl/3) so never shows in a scan for passed deadlines
+    before its deadline has passed, and a burst of checkpoints moves the key once per half."""
+    if deadline is None or due is None or not now + (deadline - now) / 2 <= due <= deadline:
+        return deadline
     return due
+
+
+def _progress_deadline(columns: list) -> float | None:
+    """last_progress_at + progress_timeout_s of a record's columns, None without either."""
+    last, timeout = columns[_LAST_PROGRESS], columns[_PROGRESS_TIMEOUT]
+    return None if last is None or timeout is None else last + timeout
 
 
 def _checkpoint_values(record: dict, text: str | None) -> tuple:
@@ -388,16 +409,19 @@ class SQLiteTx(Tx):
 
     def _values(self, handoff_id: str, envelope: dict, record: dict, created_at: str,
                 text: str | None = None) -> list:
+        columns = _record_values(record)
         return [handoff_id, _dumps(envelope) if text is None else text,
-                envelope["intent"]["task_kind"], *_record_values(record), created_at,
-                self._now(), record["lease_expires_at"]]
+                envelope["intent"]["task_kind"], *columns, created_at, self._now(),
+                record["lease_expires_at"], _progress_deadline(columns)]
 
     def put_record(self, handoff_id: str, record: dict, owner_incarnation: str | None) -> None:
         columns = _record_values(record)
         old = self._stored.get(handoff_id)
         now = self._now()
         new = (*columns, owner_incarnation,
-               _lease_due(columns[_LEASE], None if old is None else old[_DUE], now))
+               _due_key(columns[_LEASE], None if old is None else old[_DUE], now),
+               _due_key(_progress_deadline(columns), None if old is None else old[_PROGRESS_DUE],
+                        now))
         # Compared with the type too: 0 and 0.0 are equal but read back differently. (The
         # maps and compress compare the columns pairwise at C speed: this runs per write.)
         changed = _ALL_COLUMNS if old is None else tuple(compress(
@@ -642,8 +666,8 @@ class SQLiteTx(Tx):
     def stalled(self, now: float, limit: int) -> list[str]:
         rows = self.conn.execute(
             "SELECT id FROM handoffs INDEXED BY supervisor_by_progress_deadline "
-            "WHERE state = 'claimed' AND progress_timeout_s IS NOT NULL "
-            "AND last_progress_at + progress_timeout_s < ? LIMIT ?", (now, limit))
+            "WHERE state = 'claimed' AND progress_due IS NOT NULL AND progress_due < ? "
+            "AND last_progress_at + progress_timeout_s < ? LIMIT ?", (now, now, limit))
         return [r[0] for r in rows]
 
     def over_wall_clock(self, now: float, limit: int) -> list[str]:
