@@ -16,9 +16,10 @@ alternating, and every ratio is the median of the per-window ratios with its min
 Then, per side, the rate on a handoff that already holds --history checkpoints (20,000),
 alternating with a fresh handoff in the same process (medians of --rounds): whether a
 write's cost grows with the history. There neither is the newest handoff with checkpoints
-(see role_history), so `at_0` is also the rate of a worker beside others. Ours is seeded through the SDK (ctx.checkpoint); the
-original through its store's add_checkpoint in one transaction, because through its SDK
-every write re-reads the whole history and seeding would take many minutes.
+(see role_history), so `at_0` is also the rate of a worker beside others. Ours is seeded
+through the SDK (ctx.checkpoint); the original through its store's add_checkpoint in one
+transaction, because through its SDK every write re-reads the whole history and seeding
+would take many minutes.
 
 Each window also reports the bytes the writing process passed to write() per checkpoint
 (/proc/self/io: the WAL frames and the share of WAL checkpoints into the database file).

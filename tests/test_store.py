@@ -374,8 +374,11 @@ def test_checkpoints_move_the_progress_index_once_per_half_timeout(tmp_path):
     tick.now = 101.0
     ctx.checkpoint({"i": 1})
     assert columns() == (111.0, 110.0)  # 110 is still >= 101 + 10/2
-    tick.now = 106.0
-    ctx.heartbeat()  # no progress: the deadline stays, and the key is pulled up to it
+    tick.now = 108.0
+    ctx.heartbeat()  # no progress, the deadline stays; 110 is still >= 108 + 3/2
+    assert columns() == (111.0, 110.0)
+    tick.now = 109.5
+    ctx.heartbeat()  # 110 < 109.5 + 1.5/2: the key is pulled up to the deadline
     assert columns() == (111.0, 111.0)
     tick.now = 111.0
     with store.transaction(write=False) as tx:

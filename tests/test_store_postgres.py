@@ -371,3 +371,25 @@ def test_a_client_paused_inside_a_write_transaction_loses_its_row_lock(url):
         holder.kill()
         holder.wait()
     store.close()
+
+
+def test_owner_incarnations_are_the_distinct_owners_of_claimed_handoffs(url):
+    """The supervisor's owners to probe (found by a loose scan of the partial owner index, one
+    probe per owner): exactly the distinct owners of claimed handoffs."""
+    store = dhp.Store(url)
+    schema = url.rsplit("schema=", 1)[1]
+    dhp.dispatch_many(store, [{"task_kind": "k", "inputs": {"n": n}, "output_schema": {}}
+                              for n in range(200)])
+    owners = [f"{n:032x}" for n in range(4)]
+    sql(f"UPDATE {schema}.handoffs SET state = (ARRAY['claimed', 'claimed', 'released'])"
+        "[1 + seq %% 3], owner_incarnation = (ARRAY[%s, %s, %s, %s, NULL])[1 + seq %% 5]",
+        *owners)
+    expected = {r[0] for r in sql(f"SELECT DISTINCT owner_incarnation FROM {schema}.handoffs "
+                                  "WHERE state = 'claimed' AND owner_incarnation IS NOT NULL")}
+    with store.transaction(write=False) as tx:
+        found = tx.owner_incarnations()
+    assert sorted(found) == sorted(expected) == owners
+    sql(f"UPDATE {schema}.handoffs SET state = 'released'")
+    with store.transaction(write=False) as tx:
+        assert tx.owner_incarnations() == []
+    store.close()
