@@ -46,6 +46,10 @@ class AgentSession:
             self.store.liveness = _liveness.session_lock(self.store.liveness.folder)
         self._leases: dict[tuple[str, str, int], api.TaskContext] = {}
         self._mutex = threading.Lock()
+        # Held through end(): a second caller (the stdio server's main thread, while the
+        # hangup watcher's end runs) returns only once the session has ended, so the
+        # process never exits in the middle of orphaning its leases.
+        self._ending = threading.Lock()
         self.last_used = time.monotonic()
         self.ended = False
 
@@ -99,7 +103,12 @@ class AgentSession:
 
     def end(self) -> list[str]:
         """The client is gone: stop heartbeating, drop the liveness lock, orphan what this
-        session still held. Returns the ids of the orphaned handoffs. Idempotent."""
+        session still held. Returns the ids of the orphaned handoffs. Idempotent: a call
+        while another runs returns when that one is done."""
+        with self._ending:
+            return self._end()
+
+    def _end(self) -> list[str]:
         with self._mutex:
             if self.ended:
                 return []
