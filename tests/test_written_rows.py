@@ -98,13 +98,18 @@ def test_random_writes_use_kept_rows_only_when_they_equal_the_stored_ones(tmp_pa
                                                                           monkeypatch):
     """Several handoffs in one process, another connection writing now and then (a second
     store object on the same folder: its commits must make this one read again), ints and
-    floats for ttl, spend and the clock: every kept row used equals a read of the row."""
+    floats for ttl, spend, progress timeouts and the clock: every kept row used equals a
+    read of the row."""
     checked = Checked(monkeypatch)
     rng = random.Random(7)
     clock = TickClock(rng)
     store = dhp.Store(tmp_path, clock=clock)
     other = dhp.Store(tmp_path, clock=clock)
-    hids = [dhp.dispatch(store, "k", {"n": n}, {"type": "object"}) for n in range(4)]
+    def dispatch(n: int) -> str:  # some with a progress timeout (its index key moves too)
+        return dhp.dispatch(store, "k", {"n": n}, {"type": "object"},
+                            progress_timeout_s=rng.choice([None, 7, 2.5]))
+
+    hids = [dispatch(n) for n in range(4)]
     fences = {}
     for step in range(600):
         hid = rng.choice(hids)
@@ -124,7 +129,7 @@ def test_random_writes_use_kept_rows_only_when_they_equal_the_stored_ones(tmp_pa
                 operations.write(by, hid, "complete", "w", fences[hid], ttl=ttl,
                                  result={"done": step})
                 hids.remove(hid)
-                hids.append(dhp.dispatch(store, "k", {"n": 100 + step}, {"type": "object"}))
+                hids.append(dispatch(100 + step))
             else:
                 operations.write(by, hid, action, "w", fences[hid], ttl=ttl)
         except errors.DHPError:
