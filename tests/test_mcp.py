@@ -317,7 +317,7 @@ def test_the_agents_server_orphans_its_lease_before_it_exits(tmp_path):
             os.kill(agent.pid, signal.SIGKILL)
             agent.wait()
             deadline = time.monotonic() + TIMEOUT
-            while os.path.exists(f"/proc/{served_by}") and time.monotonic() < deadline:
+            while _running(served_by) and time.monotonic() < deadline:
                 time.sleep(0.01)
         finally:
             agent.kill()
@@ -325,6 +325,15 @@ def test_the_agents_server_orphans_its_lease_before_it_exits(tmp_path):
         store = api.Store(tmp_path / f"s{n}")
         assert api.status(store, hid)["state"] == "orphaned", n
         store.close()
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` still runs (a zombie, not yet reaped by its new parent, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def test_an_end_called_while_another_runs_returns_when_that_one_is_done(tmp_path,
