@@ -138,12 +138,20 @@ def test_random_writes_use_kept_rows_only_when_they_equal_the_stored_ones(tmp_pa
     assert dhp.check_integrity(store) == []
 
 
-def test_a_commit_by_another_connection_makes_the_next_write_read_the_row(tmp_path):
+def _kept_after_a_checkpoint(tmp_path):
+    """A store, and a claimed handoff's context whose checkpoint left its row kept."""
     store = dhp.Store(tmp_path)
-    other = dhp.Store(tmp_path)
     hid = dhp.dispatch(store, "k", {}, {"type": "object"})
     ctx = dhp.claim(store, hid, "w", heartbeat_interval=0)
     ctx.checkpoint({"i": 1})
+    assert hid in store._written.rows
+    return store, ctx
+
+
+def test_a_commit_by_another_connection_makes_the_next_write_read_the_row(tmp_path):
+    store, ctx = _kept_after_a_checkpoint(tmp_path)
+    hid = ctx.handoff_id
+    other = dhp.Store(tmp_path)
     dhp.cancel(other, hid)  # another connection changes the row
     seen: list[str] = []
     store._connection().set_trace_callback(seen.append)
@@ -154,11 +162,8 @@ def test_a_commit_by_another_connection_makes_the_next_write_read_the_row(tmp_pa
 
 
 def test_a_rolled_back_write_keeps_no_rows(tmp_path):
-    store = dhp.Store(tmp_path)
-    hid = dhp.dispatch(store, "k", {}, {"type": "object"})
-    ctx = dhp.claim(store, hid, "w", heartbeat_interval=0)
-    ctx.checkpoint({"i": 1})
-    assert hid in store._written.rows
+    store, ctx = _kept_after_a_checkpoint(tmp_path)
+    hid = ctx.handoff_id
     with pytest.raises(RuntimeError), store.transaction() as tx:
         record = tx.get(hid, envelope=False)["record"]
         tx.put_record(hid, dict(record, steps=99), None)
@@ -170,13 +175,9 @@ def test_a_rolled_back_write_keeps_no_rows(tmp_path):
 
 
 def test_rows_no_longer_claimed_are_not_kept(tmp_path):
-    store = dhp.Store(tmp_path)
-    hid = dhp.dispatch(store, "k", {}, {"type": "object"})
-    ctx = dhp.claim(store, hid, "w", heartbeat_interval=0)
-    ctx.checkpoint({"i": 1})
-    assert hid in store._written.rows
+    store, ctx = _kept_after_a_checkpoint(tmp_path)
     ctx.release()
-    assert hid not in store._written.rows
+    assert ctx.handoff_id not in store._written.rows
 
 
 def test_at_most_cap_rows_are_kept(tmp_path, monkeypatch):

@@ -364,7 +364,7 @@ class SQLiteTx(Tx):
         self._rows: dict[str, tuple] = {}
         self._wrote: dict[str, tuple | None] = {}
         self._accounted = 0  # rows changed by put_record and append_checkpoint
-        self._changes_before = conn.total_changes
+        self.changes_before = conn.total_changes  # the connection's total_changes at BEGIN
         self._version: int | None = None  # PRAGMA data_version, once read
         # Result text of put_result, written by the row's next UPDATE (one statement and one
         # row rewrite for a completion) or before anything reads the row.
@@ -519,9 +519,9 @@ class SQLiteTx(Tx):
     def after_commit(self) -> None:
         """Keep the rows this transaction wrote (with their last checkpoint's link)."""
         written = self._written
-        if written is None or self.conn.total_changes == self._changes_before:
+        if written is None or self.conn.total_changes == self.changes_before:
             return
-        changes = (self._changes_before, self.conn.total_changes)
+        changes = (self.changes_before, self.conn.total_changes)
         written.settle(self._wrote, self._version, changes,
                        changes[1] - changes[0] == self._accounted)
 
@@ -930,7 +930,7 @@ class _Transaction:
     clean exit and rolled back on any exception. A class rather than a generator context
     manager because every write runs one."""
 
-    __slots__ = ("store", "write", "sync", "conn", "tx", "changes_before")
+    __slots__ = ("store", "write", "sync", "conn", "tx")
 
     def __init__(self, store: SQLiteStore, write: bool, sync: str):
         self.store, self.write, self.sync = store, write, sync
@@ -950,7 +950,6 @@ class _Transaction:
             store._lock.release()
             raise
         store._busy_thread = threading.get_ident()
-        self.changes_before = conn.total_changes
         self.tx = SQLiteTx(conn, store.now, store._written)
         return self.tx
 
@@ -973,7 +972,7 @@ class _Transaction:
                     raise exc
                 return  # the body's exception goes on
             self.tx.after_commit()
-            if conn.total_changes != self.changes_before:  # an empty commit syncs nothing
+            if conn.total_changes != self.tx.changes_before:  # an empty commit syncs nothing
                 fsync = store._fsync_needed(self.sync)
                 if fsync:
                     store._sync_wal()
