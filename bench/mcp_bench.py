@@ -41,7 +41,7 @@ def server(root: str, ttl: float = 30.0):
     from mcp.client.stdio import StdioServerParameters
 
     return StdioServerParameters(command=sys.executable, args=[
-        "-m", "dhp.agents.mcp_cli", "--root", root, "--ttl", str(ttl)])
+        "-m", "dhp.agents.mcp_cli", "--root", root, "--create", "--ttl", str(ttl)])
 
 
 async def over_stdio(calls: int) -> dict:

@@ -107,7 +107,7 @@ def wake_latency(folder: Path, reps: int) -> list[float]:
 def pool_failover(folder: Path, reps: int) -> tuple[list[float], int]:
     (folder / "bench_tasks.py").write_text(TASKS)
     pool = subprocess.Popen([sys.executable, "-m", "dhp.cli.main", "worker", "bench_tasks",
-                             "--store", str(folder / "store"), "--concurrency", "2",
+                             "--store", str(folder / "store"), "--create", "--concurrency", "2",
                              "--ttl", "60"], cwd=folder, stderr=subprocess.DEVNULL)
     time.sleep(2.0)
     store = dhp.Store(folder / "store")

@@ -22,7 +22,7 @@ from mcp.client.stdio import StdioServerParameters
 def server(root: str, ttl: float = 5.0) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable,
                                  args=["-m", "dhp.agents.mcp_cli", "--root", root,
-                                       "--ttl", str(ttl)])
+                                       "--create", "--ttl", str(ttl)])
 
 
 async def run(root: str, hid: str, worker: str, steps: int, recover: bool, hold: bool) -> int:

@@ -75,7 +75,8 @@ def bridge(tmp_path_factory):
                         "output_schema": OUTPUT_SCHEMA},
         "slow.thing": {"description": "a task nobody works on in these tests"}}))
     proc = subprocess.Popen([sys.executable, "-m", "dhp.agents.a2a_server", "--store",
-                             str(store), "--bind", "127.0.0.1:0", "--skills", str(skills)],
+                             str(store), "--create", "--bind", "127.0.0.1:0", "--skills",
+                             str(skills)],
                             stderr=subprocess.PIPE, text=True)
     try:
         url = re.search(r"http://\S+/", read_line(proc, "serving", "stderr")).group(0)
@@ -309,7 +310,7 @@ def test_unknown_task_id_is_task_not_found(bridge):
 
 def test_bad_bind_is_a_clear_usage_error(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "dhp.agents.a2a_server", "--store",
-                           str(tmp_path / "s"), "--bind", "127.0.0.1:99999"],
+                           str(tmp_path / "s"), "--create", "--bind", "127.0.0.1:99999"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "port in 0..65535" in proc.stderr

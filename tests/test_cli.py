@@ -140,11 +140,11 @@ def test_ls_filters_by_state_and_kind(capsys, store_path):
     ctx = api.claim(store, b, "w1", ttl=30)
     try:
         code, out, _ = run(capsys, "ls", "--json")  # newest first
-        assert code == 0 and [s["handoff_id"] for s in json.loads(out)] == [c, b, a]
+        assert code == 0 and [s["handoff_id"] for s in json.loads(out)["handoffs"]] == [c, b, a]
         code, out, _ = run(capsys, "ls", "--state", "claimed", "--json")
-        assert [s["handoff_id"] for s in json.loads(out)] == [b]
+        assert [s["handoff_id"] for s in json.loads(out)["handoffs"]] == [b]
         code, out, _ = run(capsys, "ls", "--kind", "other.kind", "--json")
-        assert [s["handoff_id"] for s in json.loads(out)] == [c]
+        assert [s["handoff_id"] for s in json.loads(out)["handoffs"]] == [c]
         code, out, _ = run(capsys, "ls", "--state", "pending", "--kind", "cli.test")
         lines = out.splitlines()
         assert lines[0].split() == ["ID", "STATE", "KIND", "FENCE", "OWNER", "ATT", "CKPTS",

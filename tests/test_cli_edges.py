@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -193,7 +194,7 @@ def test_global_options_before_or_after_the_subcommand(capsys, tmp_path, monkeyp
         assert code == 0, (argv, err)
         assert hid[7:19] in out
     code, out, _ = run(capsys, "--json", "--store", str(data), "ls")
-    assert [s["handoff_id"] for s in json.loads(out)] == [hid]
+    assert [s["handoff_id"] for s in json.loads(out)["handoffs"]] == [hid]
     code, out, _ = run(capsys, "--store", str(tmp_path / "other"), "ls", "--store", str(data))
     assert code == 0  # the later one wins, as with any repeated option
 
@@ -277,20 +278,35 @@ def test_ls_fits_100_columns_and_wide_shows_everything(capsys, store_path):
 def test_ls_pages_newest_first(capsys, store_path):
     ids = [dispatch(capsys, "--inputs", json.dumps({"n": n})) for n in range(7)]
     code, out, err = run(capsys, "ls", "--limit", "3", "--json")
-    page = [s["handoff_id"] for s in json.loads(out)]
-    assert page == ids[::-1][:3]
-    cursor = re.search(r"dhp ls --after (\S+)", err).group(1)
+    page = json.loads(out)  # the cursor is in the one JSON document, and on stderr
+    assert [s["handoff_id"] for s in page["handoffs"]] == ids[::-1][:3]
+    cursor = re.search(r"next page: dhp ls --limit 3 --json --after (\S+)", err).group(1)
+    assert page["next_cursor"] == cursor
     code, out, err = run(capsys, "ls", "--limit", "3", "--after", cursor)
     assert [line.split()[0] for line in out.splitlines()[1:]] == [h[7:19] for h in ids[3:0:-1]]
-    cursor = re.search(r"dhp ls --after (\S+)", err).group(1)
+    cursor = re.search(r"next page: dhp ls --limit 3 --after (\S+)", err).group(1)
     code, out, err = run(capsys, "ls", "--limit", "3", "--after", cursor)
     assert len(out.splitlines()) == 2 and "--after" not in err  # the last one: no cursor
     code, out, _ = run(capsys, "ls", "--all", "--json")
-    assert [s["handoff_id"] for s in json.loads(out)] == ids[::-1]
+    assert [s["handoff_id"] for s in json.loads(out)["handoffs"]] == ids[::-1]
+    assert json.loads(out)["next_cursor"] is None
     code, _, err = run(capsys, "ls", "--limit", "0")
     assert code == 2 and "positive integer" in err
     code, _, err = run(capsys, "ls", "--after", "bogus")
     assert code == 2 and "bad cursor" in err
+
+
+def test_ls_next_page_hint_keeps_the_store_and_the_filters(capsys, tmp_path):
+    data = tmp_path / "my data"
+    for n in range(3):
+        code, _, err = run(capsys, "dispatch", "--kind", "k", "--inputs", json.dumps({"n": n}),
+                           "--store", str(data))
+        assert code == 0, err
+    code, _, err = run(capsys, "ls", "--store", str(data), "--kind", "k", "--limit", "2")
+    hint = err.strip().removeprefix("next page: ")
+    assert hint.startswith(f"dhp ls --store '{data}' --kind k --limit 2 --after "), err
+    code, out, _ = run(capsys, *shlex.split(hint)[1:])  # the hint, run as given
+    assert code == 0 and len(out.splitlines()) == 2  # the header and the last handoff
 
 
 def test_list_handoffs_pages_with_a_cursor(store_path, capsys):
@@ -318,7 +334,7 @@ def test_every_help_shows_an_example_and_the_exit_codes(argv, capsys):
     assert "examples:\n  dhp " in out and "\nexit codes:\n  0  " in out, out
 
 
-@pytest.mark.parametrize("module", ["dhp.supervisor", "dhp.cli.transport", "dhp_conform",
+@pytest.mark.parametrize("module", ["dhp.cli.supervisor", "dhp.cli.transport", "dhp_conform",
                                     "dhp_conform.chaos_cli"])
 def test_every_other_command_help_is_of_the_same_family(module):
     proc = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True,
@@ -329,18 +345,18 @@ def test_every_other_command_help_is_of_the_same_family(module):
 
 def test_dhp_supervisor_takes_store_and_id_like_dhp_supervisor(capsys, store_path):
     dispatch(capsys)
-    proc = subprocess.run([sys.executable, "-m", "dhp.supervisor", "--store", str(store_path),
+    proc = subprocess.run([sys.executable, "-m", "dhp.cli.supervisor", "--store", str(store_path),
                            "--id", "sup-x", "--once"], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert [json.loads(line)["supervisor"] for line in proc.stdout.splitlines()] == \
         ["sup-x", "sup-x"]
     assert proc.stderr == ""
-    old = subprocess.run([sys.executable, "-m", "dhp.supervisor", str(store_path), "sup-y",
+    old = subprocess.run([sys.executable, "-m", "dhp.cli.supervisor", str(store_path), "sup-y",
                           "--once"], capture_output=True, text=True, timeout=60)
     assert old.returncode == 0
     assert "deprecated; write `dhp-supervisor --store" in old.stderr
-    missing = subprocess.run([sys.executable, "-m", "dhp.supervisor", "--store",
+    missing = subprocess.run([sys.executable, "-m", "dhp.cli.supervisor", "--store",
                               str(store_path.parent / "none"), "--once"],
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1 and "no DHP store at" in missing.stderr

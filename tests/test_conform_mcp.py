@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("mcp", reason="the MCP profile needs the mcp extra: pip install "
                                   "'durable-handoff[mcp]'")
 
-SERVER = f"{sys.executable} -m dhp.agents.mcp_cli --root {{data}} --ttl {{ttl}}"
+SERVER = f"{sys.executable} -m dhp.agents.mcp_cli --root {{data}} --create --ttl {{ttl}}"
 
 
 REPO = Path(__file__).resolve().parent.parent

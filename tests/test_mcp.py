@@ -420,7 +420,7 @@ def test_resources_and_the_resume_prompt(tmp_path):
 
 def start_http(root: Path, *extra: str, env: dict | None = None) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen([sys.executable, "-m", "dhp.agents.mcp_cli", "--root", str(root),
-                             "--ttl", "30", *extra], stderr=subprocess.PIPE, text=True,
+                             "--create", "--ttl", "30", *extra], stderr=subprocess.PIPE, text=True,
                             env=env)
     line = proc.stderr.readline()
     match = re.search(r"(http://\S+/mcp)", line)
@@ -484,7 +484,7 @@ def test_http_bearer_token(tmp_path):
         proc.terminate()
         proc.wait(TIMEOUT)
     off_loopback = subprocess.run([sys.executable, "-m", "dhp.agents.mcp_cli", "--root",
-                                   str(tmp_path), "--http", "0.0.0.0:0"],
+                                   str(tmp_path), "--create", "--http", "0.0.0.0:0"],
                                   capture_output=True, text=True, timeout=TIMEOUT,
                                   env={k: v for k, v in os.environ.items()
                                        if k != "DHP_MCP_TOKEN"})

@@ -77,7 +77,7 @@ def hold(store: Path, hid: str, ttl: float) -> Proc:
 
 
 def supervisor_proc(store: Path, sid: str, *extra: str) -> Proc:
-    return Proc("-m", "dhp.supervisor", str(store), sid, *extra)
+    return Proc("-m", "dhp.cli.supervisor", str(store), sid, *extra)
 
 
 @pytest.fixture
@@ -113,8 +113,8 @@ def test_once_orphans_expired_and_dead_owners_but_not_live_ones(store, tmp_path)
             assert time.monotonic() < deadline, "the killed owner's liveness lock was not freed"
             time.sleep(0.01)
         time.sleep(0.8)
-        run = subprocess.run([sys.executable, "-m", "dhp.supervisor", str(store.location), "sup-1",
-                              "--once"], capture_output=True, text=True, timeout=60)
+        run = subprocess.run([sys.executable, "-m", "dhp.cli.supervisor", str(store.location),
+                              "sup-1", "--once"], capture_output=True, text=True, timeout=60)
         assert run.returncode == 0, run.stderr
         lines = [json.loads(line) for line in run.stdout.splitlines()]
         for line in lines:
@@ -329,7 +329,7 @@ def test_paused_leader_is_deposed_and_then_idle(store):
 
 def test_missing_store_is_refused_not_created(tmp_path):
     missing = tmp_path / "nowhere"
-    run = subprocess.run([sys.executable, "-m", "dhp.supervisor", str(missing), "s", "--once"],
+    run = subprocess.run([sys.executable, "-m", "dhp.cli.supervisor", str(missing), "s", "--once"],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 1
     assert f"no DHP store at {missing}" in run.stderr

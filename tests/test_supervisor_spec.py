@@ -152,7 +152,7 @@ def test_a_leader_restarted_under_its_id_starts_a_new_term(store):
         os.kill(first.proc.pid, signal.SIGKILL)  # no resign: the 30 s lease stays in the store
         first.proc.wait()
     started = time.monotonic()
-    run = subprocess.run([sys.executable, "-m", "dhp.supervisor", str(store.location), "sup-x",
+    run = subprocess.run([sys.executable, "-m", "dhp.cli.supervisor", str(store.location), "sup-x",
                           "--once", "--ttl", "30"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     assert time.monotonic() - started < 30

@@ -39,7 +39,7 @@ def start_pool(folder: Path, *args: str) -> subprocess.Popen:
     """Start `dhp worker user_tasks` and return once it logged its start line."""
     (folder / "user_tasks.py").write_text(TASKS)
     pool = subprocess.Popen([sys.executable, "-m", "dhp.cli.main", "worker", "user_tasks",
-                             "--store", str(folder / "store"), *args],
+                             "--store", str(folder / "store"), "--create", *args],
                             cwd=folder, stderr=subprocess.PIPE, text=True)
     line = pool.stderr.readline()
     assert " start " in line, line + pool.stderr.read()

@@ -221,7 +221,7 @@ def help_text(command: str) -> str:
         if command == "dhp-mcp":
             from dhp.agents.mcp_cli import main
         else:
-            from dhp.supervisor import main
+            from dhp.cli.supervisor import main
         argv = ["--help"]
     else:
         from dhp.cli.main import main

@@ -51,8 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", choices=["adapter", "mcp"], default="adapter",
                    help="adapter (default): --impl is a conformance adapter; mcp: --impl is an "
                         "MCP server command with {data} and {ttl} placeholders, e.g. 'dhp-mcp "
-                        "--root {data} --ttl {ttl}', certified through MCP client sessions "
-                        "(needs the mcp SDK; --timeout defaults to 60 then)")
+                        "--root {data} --create --ttl {ttl}', certified through MCP client "
+                        "sessions (needs the mcp SDK; --timeout defaults to 60 then)")
     p.add_argument("--quick", action="store_true", help="fewer processes, rounds and faults")
     p.add_argument("--only", action="append", metavar="PATTERN",
                    help="only requirements matching this glob, e.g. 'DHP-FEN-*' (repeatable)")

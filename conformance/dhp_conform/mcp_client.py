@@ -1,8 +1,9 @@
 """The kit's side of the MCP binding (spec/mcp.md): start an implementation's MCP server over
 stdio with the official `mcp` SDK's client and call its tools.
 
-The server command is a template: `{data}` becomes the scenario's data folder and `{ttl}` the
-lease length, e.g. `dhp-mcp --root {data} --ttl {ttl}`. A tool call answers a `ToolReply`: the
+The server command is a template: `{data}` becomes the scenario's data folder (empty: the
+server creates its store there) and `{ttl}` the lease length, e.g.
+`dhp-mcp --root {data} --create --ttl {ttl}`. A tool call answers a `ToolReply`: the
 structured content of a success, or of an error result ({"error", "next_step"}).
 """
 

@@ -28,17 +28,13 @@ Each action is one JSON line on stdout:
 with action one of lead, follow, resign, orphan, dead_letter, lost_leadership, error; `fence`
 is the handoff's fence (the leadership fence for leadership actions).
 
-Command line: `dhp-supervisor --store PATH [--id ID] [--seconds S] [--once] [--interval S]
-[--ttl S]`, the same as `dhp supervisor`: PATH is the store (a folder or a postgresql://
-URL), ID names this supervisor, S bounds how long it runs (default: until stopped). The old
-positional form `ROOT ID [SECONDS]` still works and prints a deprecation note.
+Its command line, `dhp-supervisor` and `dhp supervisor`, is dhp.cli.supervisor: this module is
+a library component and imports nothing of the command line.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import signal
 import sys
 import threading
 import time
@@ -346,107 +342,4 @@ class Supervisor:
                 pass  # the lease simply expires
 
 
-# --- command line -----------------------------------------------------------------------------
-
-EXAMPLES = ["dhp-supervisor --store ./dhp-data",
-            "dhp-supervisor --store ./dhp-data --id sup-1 --seconds 3600",
-            "dhp-supervisor --store ./dhp-data --once    # one pass, e.g. from cron"]
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options shared by `dhp-supervisor` and `dhp supervisor` (--store comes from the
-    caller: both take it, `dhp` before the subcommand too)."""
-    p.add_argument("--id", default=None,
-                   help="this supervisor's name (default: HOST-PID)")
-    p.add_argument("--seconds", type=float, default=None, metavar="S",
-                   help="stop after S seconds (default: run until SIGTERM/SIGINT)")
-    p.add_argument("--once", action="store_true",
-                   help="run a single pass and exit (for cron and tests)")
-    p.add_argument("--interval", type=float, default=None, metavar="S",
-                   help="seconds between passes (default: min(1, ttl/3))")
-    p.add_argument("--ttl", type=float, default=None, metavar="S",
-                   help="leadership lease in seconds (default: the store's lease ttl, 5)")
-
-
-def run_from_args(args: argparse.Namespace, prog: str) -> int:
-    """Run with the parsed options of either command; the exit code."""
-    import os
-    import socket
-
-    from dhp.cli.commands import default_store, fail
-
-    sid = args.id or f"{socket.gethostname()}-{os.getpid()}"
-    try:
-        return run_supervisor(args.store or default_store(), sid, args.seconds,
-                              once=args.once, interval=args.interval, ttl=args.ttl)
-    except DHPError as exc:
-        return fail(exc, prog)
-
-
-def run_supervisor(store_path: str, supervisor_id: str, seconds: float | None, *,
-                   once: bool = False, interval: float | None = None,
-                   ttl: float | None = None) -> int:
-    """Open the store (which must exist), run until done or signalled; exit code."""
-    from dhp.cli.commands import open_store  # the CLI's store opener: refuses a missing store
-
-    store = open_store(store_path)
-    sup = Supervisor(store, supervisor_id, ttl=ttl, interval=interval)
-
-    def on_signal(signum: int, frame: Any) -> None:
-        sup.stop()
-
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
-    sup.run(seconds, once=once)
-    store.close()
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`dhp-supervisor --store ROOT [--id ID] [--seconds S]` (the old positional form
-    `ROOT ID [SECONDS]` still works, with a deprecation note)."""
-    from dhp.cli.commands import DEFAULT_STORE, epilog
-
-    parser = argparse.ArgumentParser(
-        prog="dhp-supervisor", description="Run a DHP supervisor on a store: orphan expired "
-        "and dead leases, park budget-exhausted work; one JSON line per action. The same as "
-        "`dhp supervisor`.", epilog=epilog(EXAMPLES),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--store", default=None, metavar="PATH",
-                        help="the store: a folder or a postgresql:// URL "
-                        f"(default: $DHP_STORE, else {DEFAULT_STORE})")
-    add_arguments(parser)
-    parser.add_argument("legacy", nargs="*", help=argparse.SUPPRESS)  # ROOT ID [SECONDS]
-    try:
-        args = parser.parse_args(argv)
-        if args.legacy:
-            _legacy(parser, args)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return run_from_args(args, "dhp-supervisor")
-
-
-def _legacy(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Map `ROOT ID [SECONDS]` onto the options, saying what to write instead."""
-    if len(args.legacy) not in (2, 3) or args.store or args.id or args.seconds is not None:
-        parser.error("give --store PATH [--id ID] [--seconds S] (the old form is "
-                     "ROOT ID [SECONDS], alone)")
-    args.store, args.id = args.legacy[:2]
-    if len(args.legacy) == 3:
-        try:
-            args.seconds = float(args.legacy[2])
-        except ValueError:
-            parser.error(f"SECONDS must be a number, not {args.legacy[2]!r}")
-    print(f"dhp-supervisor: note: `dhp-supervisor ROOT ID [SECONDS]` is deprecated; write "
-          f"`dhp-supervisor --store {args.store} --id {args.id}"
-          + (f" --seconds {args.legacy[2]}`" if len(args.legacy) == 3 else "`"),
-          file=sys.stderr)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-
-
-__all__ = ["LostLeadership", "Supervisor", "main", "park_if_exhausted", "park_if_out_of_time",
-           "run_supervisor"]
+__all__ = ["LostLeadership", "Supervisor", "park_if_exhausted", "park_if_out_of_time"]

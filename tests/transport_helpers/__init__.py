@@ -256,8 +256,8 @@ class ServerProcess:
         self.start()
 
     def start(self) -> None:
-        cmd = [sys.executable, "-m", "dhp.cli.transport", "--root", str(self.root), "--port",
-               str(self.port), "--secret-file", self.secret_path,
+        cmd = [sys.executable, "-m", "dhp.cli.transport", "--root", str(self.root), "--create",
+               "--port", str(self.port), "--secret-file", self.secret_path,
                *(["-q"] if self.quiet else []), *self.extra]
         deadline = time.monotonic() + 20
         while True:

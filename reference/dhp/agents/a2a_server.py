@@ -285,13 +285,20 @@ def _listen(bind: str) -> socket.socket:
 def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
+    from dhp.core.exit_codes import EXIT_MEANINGS, epilog, exit_code
+
     p = argparse.ArgumentParser(
         prog="dhp-a2a", description="An A2A server whose tasks are DHP handoffs.",
-        epilog="example: dhp-a2a --store ./data --bind 127.0.0.1:8470 --skills skills.json\n"
-               "exit codes: 0 stopped, 2 usage error or bad option",
+        epilog=epilog(["dhp-a2a --store ./data --bind 127.0.0.1:8470 --skills skills.json",
+                       "dhp-a2a --store 'postgresql://dhp@db/jobs?schema=dhp' "
+                       "--tasks-db ./a2a-tasks.sqlite3 --create"],
+                      {**EXIT_MEANINGS, 0: "stopped (SIGTERM or SIGINT)"}),
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--store", "--root", dest="store", required=True,
-                   help="the store: a folder (SQLite) or a store URL")
+    p.add_argument("--store", "--root", dest="store", required=True, metavar="PATH",
+                   help="the store: a folder (SQLite) or a postgresql:// URL; it must exist "
+                        "(`dhp init`) unless --create")
+    p.add_argument("--create", action="store_true",
+                   help="create the store if there is none (default: refuse a missing store)")
     p.add_argument("--bind", default="127.0.0.1:8470",
                    help="HOST:PORT to listen on (default 127.0.0.1:8470; port 0 picks one)")
     p.add_argument("--skills", help="JSON file: task kind -> {description, input_schema, "
@@ -303,12 +310,12 @@ def main(argv: list[str] | None = None) -> int:
         skills = load_skills(args.skills)
         if args.tasks_db is None and "://" in args.store:
             raise dhp.InvalidInput("--tasks-db is needed when --store is a URL")
-        store = dhp.Store(args.store)
+        store = dhp.Store(args.store, create=args.create)
         tasks = TaskMap(args.tasks_db or Path(args.store) / "a2a-tasks.sqlite3")
         sock = _listen(args.bind)
     except (dhp.DHPError, OSError) as e:
         print(f"dhp-a2a: error: {e}", file=sys.stderr)
-        return 2
+        return exit_code(e) if isinstance(e, dhp.DHPError) else 2
     host, port = sock.getsockname()[:2]
     url = f"http://{host}:{port}/"
     print(f"dhp-a2a: serving {url} (agent card at {url}.well-known/agent-card.json)",

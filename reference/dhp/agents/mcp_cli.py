@@ -2,7 +2,7 @@
 one process, one session); `--http HOST:PORT` serves the SDK's streamable HTTP transport, one
 session per MCP session id, with a bearer token required off loopback.
 
-Exit status: 0 after the client closed the session, 2 on a usage error.
+Exit codes: the table every DHP command shares (dhp.core.exit_codes; --help shows it).
 """
 
 from __future__ import annotations
@@ -22,16 +22,29 @@ from typing import Any
 
 from dhp.agents.mcp_sessions import AgentSession, SessionTable
 from dhp.core.errors import DHPError
+from dhp.core.exit_codes import EXIT_MEANINGS, epilog, exit_code
 
 DEFAULT_SESSION_TIMEOUT = 600.0
 TOKEN_ENV = "DHP_MCP_TOKEN"
 
 
+EPILOG = epilog(
+    ["dhp init --store ./dhp-data && dhp-mcp --root ./dhp-data     # what an MCP client starts",
+     "dhp-mcp --root 'postgresql://dhp@db/jobs?schema=dhp' --ttl 30",
+     "DHP_MCP_TOKEN=... dhp-mcp --root ./dhp-data --http 0.0.0.0:8471",
+     "dhp-mcp --root ./dhp-data --create --http 127.0.0.1:0"],
+    {**EXIT_MEANINGS, 0: "the client closed the session (stdio), or SIGTERM/SIGINT"})
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dhp-mcp", description=__doc__,
+    p = argparse.ArgumentParser(prog="dhp-mcp", description=__doc__.split("\n\nExit")[0],
+                                epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--root", required=True,
-                   help="the store: a folder (SQLite) or a postgresql:// URL")
+    p.add_argument("--root", "--store", dest="root", required=True, metavar="PATH",
+                   help="the store: a folder (SQLite) or a postgresql:// URL; it must exist "
+                        "(`dhp init`) unless --create")
+    p.add_argument("--create", action="store_true",
+                   help="create the store if there is none (default: refuse a missing store)")
     p.add_argument("--ttl", type=float, help="default lease length in seconds (store default 5)")
     p.add_argument("--http", metavar="HOST:PORT",
                    help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio "
@@ -51,15 +64,19 @@ def main(argv: list[str] | None = None) -> int:
         import mcp  # noqa: F401 - the SDK is an extra: say so rather than fail on an import
     except ImportError:
         print("dhp-mcp: the MCP server needs the official MCP SDK: pip install "
-              "'durable-handoff[mcp]'", file=sys.stderr)
+              "'durable-handoff[mcp]' (docs/guide/getting-started.md)", file=sys.stderr)
         return 2
     try:
+        from dhp.store import Store
+
+        # Before serving: a mistyped --root is not_found, never a new empty store.
+        Store(args.root, create=args.create).close()
         if args.http:
             return serve_http(args)
         return serve_stdio(args.root, args.ttl)
     except DHPError as exc:
-        print(f"dhp-mcp: {exc}", file=sys.stderr)
-        return 2
+        print(f"dhp-mcp: error: {exc}", file=sys.stderr)
+        return exit_code(exc)
 
 
 # --- stdio ----------------------------------------------------------------------------------

@@ -1,14 +1,16 @@
-"""The runtime subcommands of `dhp`: dispatch, status, ls, result, dlq, cancel, export,
-import, supervisor, demo.
+"""The runtime subcommands of `dhp`: init, dispatch, status, ls, result, dlq, cancel, check,
+export, import, supervisor, demo.
 
 Each is a `configure(parser)` and a `run(args, parser) -> exit code` pair; `register(command)`
 adds them all to the CLI's registry (cli.py). Tables for people, `--json` for machines (one
 JSON document on stdout; on failure `{"error": {code, message, definite, ...}}`).
 
 Every command takes `--store PATH` (default: $DHP_STORE, else ./dhp-data) and `--json`,
-before or after the subcommand. Only `dispatch` and `import` create a store, and only once
-their input is accepted, never with missing parent folders unless `--parents` asks; the
-others say "no DHP store at PATH" instead. A handoff id may be given by a unique prefix of at
+before or after the subcommand. Only `init`, `dispatch` and `import` create a store (the
+long-running commands only with `--create`), and only once their input is accepted, never
+with missing parent folders unless `--parents` asks; the others say "no DHP store at PATH"
+(not_found, exit 1) and how to create one, so a mistyped location never becomes a new empty
+store. A handoff id may be given by a unique prefix of at
 least 4 hex digits (`dhp status 3fa9c1`), as git takes commits.
 
 Exit codes: see EXIT_CODES (the family every DHP command's --help shows).
@@ -25,38 +27,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dhp.core.errors import (
-    DHPError,
-    Internal,
-    InvalidInput,
-    NotFound,
-    StoreCorrupt,
-    UnsupportedVersion,
-)
+from dhp.core.errors import DHPError, Internal, InvalidInput
+from dhp.core.exit_codes import EXIT_MEANINGS, epilog, exit_code
 
-EXIT_MEANINGS = {
-    0: "success",
-    1: "refused or not found (unknown handoff, missing store, conflict, no result yet,\n"
-       "     a log that fails verification)",
-    2: "usage error or bad input (bad option, malformed id, invalid JSON argument)",
-    3: "store unavailable or failed: outcome unknown, safe to retry",
-    4: "store corrupt (its file is damaged or not a DHP store, or a stored record is not\n"
-       "     JSON): retrying cannot help; `dhp check` lists what is wrong; restore a backup,\n"
-       "     or export what still verifies",
-}
-
-
-def epilog(examples: list[str], codes: dict[int, str] | None = None) -> str:
-    """The end of every DHP command's --help: examples, then the exit codes, in one format."""
-    codes = EXIT_MEANINGS if codes is None else codes
-    return "\n".join(["examples:", *(f"  {e}" for e in examples), "", "exit codes:",
-                      *(f"  {n}  {text}" for n, text in sorted(codes.items()))])
+__all__ = ["EXIT_CODES", "EXIT_MEANINGS", "epilog", "exit_code", "open_store", "fail"]
 
 
 EXIT_CODES = epilog(["dhp dispatch --kind pages.fetch --inputs '{\"n\": 60}'", "dhp ls",
                      "dhp status 3fa9c1"])
 
 DEFAULT_STORE = "./dhp-data"
+STORE_HELP = ("the store: a folder (SQLite) or a postgresql://USER@HOST/DB?schema=NAME URL "
+              f"(default: $DHP_STORE, else {DEFAULT_STORE})")
 _HID = re.compile(r"^(sha256:)?[0-9a-f]{4,64}$")
 MIN_PREFIX = 4
 
@@ -67,29 +49,22 @@ def default_store() -> str:
     return os.environ.get("DHP_STORE") or DEFAULT_STORE
 
 
-def open_store(path: str, *, create: bool = False, parents: bool = False):
-    """Open the store at `path`. Unless `create`, refuse (NotFound) when none is there; with
-    `create`, refuse a folder whose parent is missing unless `parents`."""
+def open_store(path: str, *, create: bool = False, parents: bool = False,
+               parents_flag: str | None = "--parents"):
+    """Open the store at `path`. Unless `create`, refuse (NotFound, naming how to create one)
+    when none is there; with `create`, refuse a folder whose parent is missing unless
+    `parents`. `parents_flag` is the option of the calling command that sets `parents`
+    (None: it has none), so the message never suggests a flag the command lacks."""
     from dhp.store import Store
-    from dhp.store.sqlite import DB_FILE
 
-    if "://" not in path:
-        folder = Path(path)
-        if not create and not (folder / DB_FILE).is_file():
-            raise NotFound(f"no DHP store at {path} (pass --store PATH or set DHP_STORE; "
-                           "`dhp dispatch` creates one)")
-        if create and not folder.exists() and not folder.parent.is_dir() and not parents:
-            raise InvalidInput(f"cannot create the store {path}: its parent folder "
-                               f"{folder.parent} does not exist (create it, or pass --parents)")
-    return Store(path)
-
-
-def exit_code(exc: DHPError) -> int:
-    if isinstance(exc, StoreCorrupt):
-        return 4
-    if isinstance(exc, (InvalidInput, UnsupportedVersion)):
-        return 2
-    return 1 if exc.definite else 3
+    folder = Path(path)
+    if create and "://" not in path and not folder.exists() and not folder.parent.is_dir() \
+            and not parents:
+        how = f"create it, or pass {parents_flag}" if parents_flag else \
+            f"create it, or run `dhp init --store {path} --parents`"
+        raise InvalidInput(f"cannot create the store {path}: its parent folder "
+                           f"{folder.parent} does not exist ({how})")
+    return Store(path, create=create)
 
 
 def fail(exc: DHPError, prog: str = "dhp", as_json: bool = False) -> int:
@@ -178,8 +153,7 @@ def global_options(p: argparse.ArgumentParser, *, json_flag: bool = True,
     """--store (and --json): on `dhp` itself with real defaults, and again on each
     subcommand with `default=SUPPRESS`, so that either place works and a subcommand's
     parser never overwrites what was given before it."""
-    p.add_argument("--store", default=default, metavar="PATH",
-                   help=f"the store folder (default: $DHP_STORE, else {DEFAULT_STORE})")
+    p.add_argument("--store", default=default, metavar="PATH", help=STORE_HELP)
     if json_flag:
         p.add_argument("--json", action="store_true", default=default if default is not None
                        else False, help="one JSON document for machines")
@@ -193,6 +167,15 @@ def _common(p: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
 def _parents(p: argparse.ArgumentParser) -> None:
     p.add_argument("--parents", action="store_true",
                    help="create the store's missing parent folders too (like mkdir -p)")
+
+
+def add_create(p: argparse.ArgumentParser) -> None:
+    """`--create` (and `--parents`) of a long-running command, which otherwise refuses a
+    missing store."""
+    p.add_argument("--create", action="store_true",
+                   help="create the store if there is none (default: refuse a missing store, "
+                        "so a mistyped location is an error)")
+    _parents(p)
 
 
 def _hid_arg(p: argparse.ArgumentParser) -> None:
@@ -235,6 +218,28 @@ def _runner(fn: Callable[[argparse.Namespace], int], *, create: bool = False):
 
 
 # --- the commands -----------------------------------------------------------------------------
+
+def _init_args(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    _parents(p)
+
+
+def _init(args: argparse.Namespace) -> int:
+    from dhp.store import Store
+
+    location = args.store or default_store()
+    try:
+        Store(location, create=False).close()
+        created = False
+    except DHPError as exc:
+        if exc.code != "not_found":
+            raise
+        args.open_store()
+        created = True
+    emit(args, {"store": location, "created": created},
+         f"{'created' if created else 'already there:'} the DHP store {location}")
+    return 0
+
 
 def _dispatch_args(p: argparse.ArgumentParser) -> None:
     _common(p)
@@ -335,18 +340,18 @@ def _ls(args: argparse.Namespace) -> int:
 
     store = args.open_store()
     limit = None if args.all else args.limit
-    if args.json:  # one JSON document: the page (the cursor of the next one on stderr)
+    if args.json:  # one JSON document: the page and the cursor of the next one (or null)
         page = api.list_handoffs(store, state=args.state, task_kind=args.kind, limit=limit,
                                  after=args.after)
-        print(json.dumps(page, ensure_ascii=False, indent=2))
-        _more(page.cursor)
+        print(to_json({"handoffs": list(page), "next_cursor": page.cursor}))
+        _more(args, page.cursor)
         return 0
     if args.wide:
         page = api.list_handoffs(store, state=args.state, task_kind=args.kind, limit=limit,
                                  after=args.after)
         print(table([h for h, _ in _LS_COLUMNS], [_ls_row(s, True) for s in page])
               if page else "(no handoffs)")
-        _more(page.cursor)
+        _more(args, page.cursor)
         return 0
     # The 100-column view streams: fixed widths need no look at later rows.
     shown, last, cursor = 0, None, None
@@ -361,7 +366,7 @@ def _ls(args: argparse.Namespace) -> int:
         shown, last = shown + 1, item_cursor
     if not shown:
         print("(no handoffs)")
-    _more(cursor)
+    _more(args, cursor)
     return 0
 
 
@@ -371,9 +376,21 @@ def _statuses(store: Any, args: argparse.Namespace):
     return operations.statuses(store, state=args.state, task_kind=args.kind, after=args.after)
 
 
-def _more(cursor: str | None) -> None:
-    if cursor is not None:
-        print(f"next page: dhp ls --after {cursor}", file=sys.stderr)
+def _more(args: argparse.Namespace, cursor: str | None) -> None:
+    """The command that prints the next page: this one's options, with `--after`."""
+    if cursor is None:
+        return
+    import shlex
+
+    words = ["dhp", "ls"]
+    for flag, value in (("--store", args.store), ("--state", args.state),
+                        ("--kind", args.kind)):
+        if value is not None:
+            words += [flag, value]
+    if args.limit != LS_DEFAULT_LIMIT:
+        words += ["--limit", str(args.limit)]
+    words += [flag for flag, on in (("--wide", args.wide), ("--json", args.json)) if on]
+    print("next page: " + shlex.join(words + ["--after", cursor]), file=sys.stderr)
 
 
 def _result_args(p: argparse.ArgumentParser) -> None:
@@ -496,19 +513,6 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
-def _supervisor_args(p: argparse.ArgumentParser) -> None:
-    from dhp.supervisor import add_arguments
-
-    _common(p, json_flag=False)
-    add_arguments(p)
-
-
-def _supervisor(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from dhp.supervisor import run_from_args
-
-    return run_from_args(args, "dhp supervisor")
-
-
 def _demo_args(p: argparse.ArgumentParser) -> None:
     from dhp.cli import demo
 
@@ -527,6 +531,10 @@ _DEMO_CODES = {0: "GREEN: every page done exactly once", 1: "RED: the story went
 
 # name, help, configure, run, examples (shown by --help), exit codes (None: the family's)
 COMMANDS: list[tuple] = [
+    ("init", "create a store (a folder, or a Postgres schema); nothing else creates one by "
+     "mistake", _init_args, _runner(_init, create=True),
+     ["dhp init --store ./dhp-data",
+      "dhp init --store 'postgresql://dhp@db.internal/jobs?schema=dhp'"], None),
     ("dispatch", "store a handoff (idempotent); prints its id", _dispatch_args,
      _runner(_dispatch, create=True),
      ["dhp dispatch --kind pages.fetch --inputs '{\"n\": 60}' --budget '{\"max_attempts\": 3}'",
@@ -548,17 +556,13 @@ COMMANDS: list[tuple] = [
     ("import", "verify a log and store its handoff, ready to recover", _import_args,
      _runner(_import, create=True),
      ["dhp import handoff.jsonl --store ./peer-data"], None),
-    ("supervisor", "run a supervisor (leader-elected) on the store", _supervisor_args,
-     _supervisor, ["dhp supervisor --store ./dhp-data",
-                   "dhp supervisor --store ./dhp-data --id sup-1 --once"], None),
     ("demo", "the kill -9 demo: 60 pages, SIGKILL at page 20, zero refetch", _demo_args,
      _demo, ["dhp demo", "dhp demo --one-host --out pages.csv"], _DEMO_CODES),
 ]
 
 
-def register(command: Callable) -> None:
-    """Add every runtime subcommand through cli.py's `command(name, help, configure)`."""
-    from dhp.cli import observe
-
-    for name, help_text, configure, run, examples, codes in COMMANDS + observe.COMMANDS:
+def register(command: Callable, commands: list[tuple] = COMMANDS) -> None:
+    """Add subcommands (these, or observe.COMMANDS) through main.py's
+    `command(name, help, configure)`."""
+    for name, help_text, configure, run, examples, codes in commands:
         command(name, help_text, configure, epilog(examples, codes))(run)

@@ -3,7 +3,7 @@
 Each subcommand is one entry in COMMANDS: a function that adds its arguments to a parser and
 a function that runs it and returns the exit code. Adding `status`, `ls`, ... is one
 `@command(...)` pair each. `--store` and `--json` may come before or after the subcommand.
-Exit codes: commands.EXIT_MEANINGS (each subcommand's --help shows its own).
+Exit codes: dhp.core.exit_codes (each subcommand's --help shows its own).
 """
 
 from __future__ import annotations
@@ -119,11 +119,14 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     may import what it runs: `dhp status` and `dhp --version` should not pay for the demo)."""
     from . import (
         commands,  # the store commands (dispatch, status, ls, ...) register here
+        observe,
+        supervisor,
         worker,
     )
 
     if "status" not in COMMANDS:
         commands.register(command)
+        commands.register(command, supervisor.COMMANDS + observe.COMMANDS)
     if "worker" not in COMMANDS:
         worker.register(command)
     named = [a for a in argv or [] if a in COMMANDS]

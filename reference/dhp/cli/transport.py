@@ -1,6 +1,6 @@
 """`dhp-transport`: run a TCP transport server (spec: transport) in front of a store.
 
-    dhp-transport --root ./peer --secret-file /etc/dhp/transport.secret \\
+    dhp-transport --root ./peer --secret-file /etc/dhp/transport.secret [--create] \\
         [--bind 127.0.0.1] [--port 7461] [--tls-cert cert.pem --tls-key key.pem
         [--tls-client-ca ca.pem]] [--max-frame BYTES]
     dhp-transport --generate-secret /etc/dhp/transport.secret   (32 random bytes, mode 600)
@@ -19,7 +19,9 @@ import ssl
 import sys
 import threading
 
+from dhp.cli.commands import STORE_HELP, add_create, open_store
 from dhp.core.errors import DHPError
+from dhp.core.exit_codes import EXIT_MEANINGS, epilog, exit_code
 from dhp.transport.server import (
     DEFAULT_MAX_FRAME,
     DEFAULT_PORT,
@@ -29,16 +31,16 @@ from dhp.transport.server import (
     server_ssl_context,
 )
 
-EPILOG = """examples:
-  dhp-transport --generate-secret transport.secret
-  dhp-transport --root ./peer --secret-file transport.secret --port 7461
-  dhp-transport --root ./peer --secret-file transport.secret --bind 0.0.0.0 \\
-      --tls-cert server.pem --tls-key server.key --tls-client-ca clients-ca.pem
-
-exit codes:
-  0  stopped by SIGTERM or SIGINT (every acknowledged frame is durable)
-  2  usage error or bad setup (port outside 0..65535, missing or unreadable secret or
-     TLS file, address in use); the message names the option and the file"""
+EPILOG = epilog(
+    ["dhp-transport --generate-secret transport.secret",
+     "dhp-transport --root ./peer --secret-file transport.secret --port 7461 --create",
+     "dhp-transport --root ./peer --secret-file transport.secret --bind 0.0.0.0 \\\n"
+     "      --tls-cert server.pem --tls-key server.key --tls-client-ca clients-ca.pem"],
+    {**EXIT_MEANINGS,
+     0: "stopped by SIGTERM or SIGINT (every acknowledged frame is durable)",
+     2: "usage error or bad setup (port outside 0..65535, missing or unreadable secret or\n"
+        "     TLS file, address in use, malformed store URL); the message names the option\n"
+        "     and the file"})
 
 
 def _port(text: str) -> int:
@@ -67,7 +69,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--generate-secret", metavar="FILE",
                    help="write a new shared secret (32 random bytes as hex, mode 600) to FILE "
                         "and exit; copy FILE to the shipper's host")
-    p.add_argument("--root", help="the store folder (created if missing)")
+    p.add_argument("--root", metavar="PATH", help=STORE_HELP.split(" (default")[0]
+                   + "; it must exist unless --create")
+    add_create(p)
     p.add_argument("--bind", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
     p.add_argument("--port", type=_port, default=DEFAULT_PORT,
@@ -121,11 +125,17 @@ def main(argv: list[str] | None = None) -> int:
             files = ", ".join(f for f in (args.tls_cert, args.tls_key, args.tls_client_ca)
                               if f)
             raise OSError(f"TLS files {files} cannot be used: {exc}") from None
-        server = TransportServer(args.root, args.bind, args.port, secret=secret,
-                                 ssl_context=context, max_frame=args.max_frame).bind()
+        store = open_store(args.root, create=args.create, parents=args.parents)
     except (OSError, DHPError) as exc:
         print(f"dhp-transport: {exc}", file=sys.stderr)
-        return 2
+        return exit_code(exc) if isinstance(exc, DHPError) else 2
+    try:
+        server = TransportServer(store, args.bind, args.port, secret=secret,
+                                 ssl_context=context, max_frame=args.max_frame).bind()
+    except (OSError, DHPError) as exc:
+        store.close()
+        print(f"dhp-transport: {exc}", file=sys.stderr)
+        return exit_code(exc) if isinstance(exc, DHPError) else 2
     # The port line goes to stdout too, so a supervisor (or a test) can read a port-0 choice.
     print(f"listening on {args.bind}:{server.port}", flush=True)
     stop = threading.Event()
@@ -139,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     while not stop.wait(0.5):
         pass
     server.stop()
+    store.close()
     return 0
 
 

@@ -6,27 +6,29 @@ import argparse
 import sys
 
 from dhp.core.errors import DHPError
+from dhp.core.exit_codes import EXIT_MEANINGS, epilog, exit_code
 
-EXAMPLES = """example:
-  # tasks.py holds @dhp.task("pages.fetch", output_schema=...) def fetch(ctx, inputs): ...
-  dhp worker tasks --store ./dhp-data --concurrency 4
-
-exit codes:
-  0  stopped by SIGTERM or SIGINT after draining (running work finished or released)
-  1  a worker failed for another reason (see the log)
-  2  usage error: MODULE cannot be imported, registers no task, or --kinds names an
-     unknown kind
-  3  store unavailable or failed at start (safe to retry)"""
+EXAMPLES = epilog(
+    ["# tasks.py holds @dhp.task(\"pages.fetch\", output_schema=...) def fetch(ctx, inputs): ...",
+     "dhp worker tasks --store ./dhp-data --concurrency 4",
+     "dhp worker tasks:fetch --store 'postgresql://dhp@db/jobs?schema=dhp' --create"],
+    {**EXIT_MEANINGS,
+     0: "stopped by SIGTERM or SIGINT after draining (running work finished or released)",
+     1: "no store at --store (see --create), or a worker failed for another reason (see\n"
+        "     the log)",
+     2: "usage error or bad input: MODULE cannot be imported, registers no task, --kinds\n"
+        "     names an unknown kind, or a malformed store URL"})
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    from dhp.cli.commands import DEFAULT_STORE
+    from dhp.cli.commands import STORE_HELP, add_create
 
     p.add_argument("target", metavar="MODULE[:ATTR]",
                    help="the module whose @dhp.task functions to run (imported from the "
                         "current folder too); ATTR names one task or a list of tasks")
-    p.add_argument("--store", default=None, metavar="PATH",
-                   help=f"the store folder (default: $DHP_STORE, else {DEFAULT_STORE})")
+    # SUPPRESS: `dhp --store X worker ...` keeps X (the global option sets the default)
+    p.add_argument("--store", default=argparse.SUPPRESS, metavar="PATH", help=STORE_HELP)
+    add_create(p)
     p.add_argument("--concurrency", "-c", type=int, default=1, metavar="N",
                    help="worker processes (or threads) to run (default 1)")
     p.add_argument("--kinds", default=None, metavar="K[,K...]",
@@ -43,7 +45,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from dhp.cli.commands import default_store, exit_code, open_store
+    from dhp.cli.commands import default_store, open_store
     from dhp.worker.pool import Pool, load_tasks
 
     if args.concurrency < 1:
@@ -53,7 +55,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()] if args.kinds else None
     try:
         tasks = load_tasks(args.target, kinds)
-        store = open_store(args.store or default_store(), create=True)
+        store = open_store(args.store or default_store(), create=args.create,
+                           parents=args.parents)
     except DHPError as exc:
         print(f"dhp worker: error: {exc}", file=sys.stderr)
         return exit_code(exc)

@@ -45,12 +45,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -58,11 +57,11 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from dhp.core import journal
 from dhp.core.backend import DEFAULT_TTL, SYNCS, StoreBackend, Tx
-from dhp.core.errors import Internal, InvalidInput, Unavailable
+from dhp.core.errors import Internal, Unavailable
+from dhp.store.missing import no_store
 from dhp.store.pg_liveness import PgLiveness, advisory_key, probe_sql
+from dhp.store.pg_location import connect_failure, split_location
 
-DEFAULT_SCHEMA = "dhp"
-_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 # Session settings of every connection: bounded waits, and keepalives so that the server
 # notices a vanished client (its row and advisory locks are freed) and the client a vanished
 # server. Seconds / milliseconds as Postgres reads them.
@@ -190,19 +189,6 @@ def _record_values(record: dict) -> list:
     if set(record) != set(RECORD_COLUMNS):
         raise Internal(f"record members {sorted(record)} do not match the store's columns")
     return [Jsonb(record[k]) if k == "budget" else record[k] for k in RECORD_COLUMNS]
-
-
-def split_location(url: str) -> tuple[str, str]:
-    """(libpq conninfo URL, schema) of a store location; `schema` is our URL parameter."""
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    schemas = [v for k, v in query if k == "schema"]
-    schema = schemas[-1] if schemas else DEFAULT_SCHEMA
-    if not _SCHEMA_NAME.match(schema):
-        raise InvalidInput(f"schema {schema!r} in the store URL must be a lower-case SQL "
-                           "identifier (letters, digits, _; at most 63)")
-    rest = urlencode([(k, v) for k, v in query if k != "schema"])
-    return urlunsplit(parts._replace(query=rest)), schema
 
 
 def _options(settings: dict[str, Any]) -> str:
@@ -550,8 +536,10 @@ class PostgresStore(StoreBackend):
 
     def __init__(self, url: str, *, ttl: float = DEFAULT_TTL,
                  heartbeat_interval: float | None = None,
-                 clock: Callable[[], float] | None = None, pool_max: int = POOL_MAX):
+                 clock: Callable[[], float] | None = None, pool_max: int = POOL_MAX,
+                 create: bool = True):
         self.url = self.location = url
+        self.create = create  # False: a schema without the store's tables is "no store"
         self.conninfo, self.schema = split_location(url)
         self.quoted_schema = f'"{self.schema}"'
         self.ttl = ttl
@@ -627,12 +615,16 @@ class PostgresStore(StoreBackend):
             with psycopg.connect(self.conninfo, **self._kwargs) as conn:
                 self._migrate_on(conn)
         except psycopg.Error as exc:
-            raise Unavailable(f"cannot open the store {self.display_url()}: "
-                              f"{str(exc).strip()}") from None
+            raise connect_failure(str(exc), self.display_url(),
+                                  malformed=isinstance(exc, psycopg.ProgrammingError)) from None
 
     def _migrate_on(self, conn: psycopg.Connection) -> None:
-        if self._version(conn) == len(MIGRATIONS):
+        version = self._version(conn)
+        if version == len(MIGRATIONS):
             return  # a plain read: opening an up-to-date store takes no lock
+        if version is None and not self.create:
+            raise no_store(self.display_url(), f"schema {self.schema} does not exist or holds "
+                           "no DHP tables")
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)",
                          (advisory_key(f"migrate {self.schema}"),))
