@@ -215,6 +215,13 @@ def cases() -> list[dict]:
              input=env(intent(budget={"max_attempts": 0}), handoff_id="sha256:" + "1" * 64),
              expected={"error": "invalid_input"}, flags=["Shape", "CheckOrder"],
              comment="The shape is judged before the id."),
+        dict(n=57, description="task_kind with a NUL character",
+             requirements=["DHP-ID-006"], input=env(intent(task_kind="etl\u0000import")),
+             expected={"error": "invalid_input"}, flags=["Shape"],
+             comment="Server stores cannot hold U+0000 in a text column: refused everywhere."),
+        dict(n=58, description="task_kind with an escape (U+001B) character",
+             requirements=["DHP-ID-006"], input=env(intent(task_kind="etl\u001bimport")),
+             expected={"error": "invalid_input"}, flags=["Shape"]),
         # --- output schema ------------------------------------------------------------------------
         dict(n=60, description="output schema with an unknown type name",
              requirements=["DHP-ENV-004"], input=env(intent(output_schema={"type": "strin"})),

@@ -88,6 +88,7 @@ def _checked_intent(intent: Any) -> bytes:
 
 
 def _check_shape(intent: Any) -> None:
+    _check_task_kind(intent, "$")
     _check_schema("intent", intent, "$")
     _check_output_schema(intent["output_schema"], "$.output_schema")
 
@@ -103,6 +104,8 @@ def check_envelope(envelope: Any) -> None:
     if isinstance(envelope, dict):
         _check_version(envelope.get("intent"), "$.intent")
     canonical_json(envelope)
+    if isinstance(envelope, dict):
+        _check_task_kind(envelope.get("intent"), "$.intent")
     _check_schema("envelope", envelope, "$")
     if "created_at" in envelope:
         check_created_at(envelope["created_at"], "$.created_at")
@@ -114,6 +117,21 @@ def check_envelope(envelope: Any) -> None:
             f"$.handoff_id: {envelope['handoff_id']} does not match the intent, whose id is "
             f"{expected}", requirement="DHP-ENV-002",
             details={"stated": envelope["handoff_id"], "computed": expected})
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _check_task_kind(intent: Any, path: str) -> None:
+    """A task kind is a name: no control character (DHP-ID-006). Said before the schema's
+    pattern would, so the message names the character; a server store cannot even hold a
+    NUL in a text column."""
+    kind = intent.get("task_kind") if isinstance(intent, dict) else None
+    found = _CONTROL.search(kind) if isinstance(kind, str) else None
+    if found is not None:
+        raise InvalidInput(f"{path}.task_kind: a task kind must not contain a control "
+                           f"character (U+0000..U+001F, U+007F); found U+{ord(found.group()):04X} "
+                           f"at index {found.start()} of {kind!r}", requirement="DHP-ID-006")
 
 
 _DATE_TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(?:\.\d+)?"

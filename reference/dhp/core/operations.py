@@ -59,8 +59,8 @@ def check_seconds(name: str, value: Any, *, allow_none: bool = False) -> float |
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or value <= 0:
-        raise InvalidInput(f"{name} must be a positive number of seconds, not {value!r}")
+            or not _finite(value) or value <= 0:
+        raise InvalidInput(f"{name} must be a positive number of seconds, not {_shown(value)}")
     return value
 
 
@@ -69,20 +69,36 @@ def check_delay(name: str, value: Any) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or value < 0:
-        raise InvalidInput(f"{name} must be a number of seconds >= 0, not {value!r}",
+            or not _finite(value) or value < 0:
+        raise InvalidInput(f"{name} must be a number of seconds >= 0, not {_shown(value)}",
                            requirement="DHP-SCH-002")
     return value
 
 
+def _finite(value: int | float) -> bool:
+    """math.isfinite, false for an integer beyond every double (10**400), where isfinite
+    raises OverflowError: no JSON number the store can keep (DHP-CJ-006)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _shown(value: Any) -> str:
+    """A value for a message: a huge integer by its size, not its 400 digits."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        return f"an integer of {len(str(abs(value)))} digits"
+    return repr(value)
+
+
 def check_spend(spend: Any) -> int | float:
     if isinstance(spend, bool) or not isinstance(spend, (int, float)) \
-            or not math.isfinite(spend) or spend < 0:
-        raise InvalidInput(f"spend must be a finite number >= 0, not {spend!r}",
+            or not _finite(spend) or spend < 0:
+        raise InvalidInput(f"spend must be a finite number >= 0, not {_shown(spend)}",
                            requirement="DHP-BUD-003")
     if spend > limits.MAX_SPEND:
-        raise InvalidInput(f"spend {spend!r} is above the largest allowed, {limits.MAX_SPEND}",
-                           requirement="DHP-LIM-005")
+        raise InvalidInput(f"spend {_shown(spend)} is above the largest allowed, "
+                           f"{limits.MAX_SPEND}", requirement="DHP-LIM-005")
     return spend
 
 
