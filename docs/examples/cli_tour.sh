@@ -1,6 +1,6 @@
 # A tour of the `dhp` command line. Every command takes --store PATH (default: $DHP_STORE,
-# else ./dhp-data), before or after the command; `dispatch` and `import` create the store,
-# the others need one. A handoff id may be shortened to a unique prefix, as with git.
+# else ./dhp-data), before or after the command; `init`, `dispatch` and `import` create the
+# store, the others need one. A handoff id may be shortened to a unique prefix, as with git.
 export DHP_STORE=./data
 
 # Store a handoff; prints its id. The same intent again gives the same id.

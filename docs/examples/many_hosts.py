@@ -34,7 +34,8 @@ print("crashy worker killed:", crashy.returncode == -signal.SIGKILL)
 status = dhp.status(store, pages[2])
 print("page 3 is", status["state"], "by", status["owner"])
 
-sup = subprocess.run(["dhp-supervisor", url, "sup-1", "--once"], capture_output=True, text=True)
+sup = subprocess.run(["dhp-supervisor", "--store", url, "--id", "sup-1", "--once"],
+                     capture_output=True, text=True)
 print("supervisor:", [json.loads(line)["action"] for line in sup.stdout.splitlines()])
 
 subprocess.run([sys.executable, __file__, "worker", url, "steady"], check=True)

@@ -63,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import mcp  # noqa: F401 - the SDK is an extra: say so rather than fail on an import
     except ImportError:
-        print("dhp-mcp: the MCP server needs the official MCP SDK: pip install "
-              "'durable-handoff[mcp]' (docs/guide/getting-started.md)", file=sys.stderr)
+        print("dhp-mcp: the MCP server needs the official MCP SDK: install durable-handoff "
+              "with the mcp extra, e.g. pip install '.[mcp]' in a clone", file=sys.stderr)
         return 2
     try:
         from dhp.store import Store

@@ -54,8 +54,8 @@ def metrics(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         from dhp.observe import metrics as dhp_metrics
         dhp_metrics.prometheus_reader()
     except ImportError:
-        print("dhp metrics: error: needs the `otel` extra: pip install "
-              "'durable-handoff[otel]'", file=sys.stderr)
+        print("dhp metrics: error: needs the `otel` extra: install durable-handoff with it, "
+              "e.g. pip install '.[otel]' in a clone", file=sys.stderr)
         return 2
     try:
         store = open_store(args.store or default_store())

@@ -60,7 +60,8 @@ def Store(location: str | os.PathLike, *, ttl: float = DEFAULT_TTL,  # noqa: N80
             from dhp.store.postgres import PostgresStore
         except ImportError as exc:
             raise InvalidInput(f"a postgresql:// store needs the postgres extra ({exc}): "
-                               "pip install 'durable-handoff[postgres]'") from None
+                               "install durable-handoff with it, e.g. pip install "
+                               "'.[postgres]' in a clone") from None
         store = PostgresStore(text, ttl=ttl, heartbeat_interval=heartbeat_interval, clock=clock,
                               create=create)
         if limits is not None:

@@ -63,6 +63,9 @@ def task(kind: str, *, output_schema: dict, budget: dict | None = None,
          progress_timeout_s: float | None = None) -> Callable[[Callable], Task]:
     """Register `fn(ctx, inputs) -> result` as the code of task kind `kind`.
 
+    `output_schema` (required) is the JSON Schema (draft 2020-12) every result must satisfy;
+    `{}` accepts any JSON value. A result it refuses fails the attempt, as an exception does.
+
     `budget` is the intent's budget: caps (max_attempts, ...) and the backoff between failed
     attempts (backoff_s, backoff_max_s, backoff_jitter; spec/schedule.md)."""
     def register(fn: Callable) -> Task:
