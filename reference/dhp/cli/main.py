@@ -124,9 +124,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         worker,
     )
 
-    if "status" not in COMMANDS:
-        commands.register(command)
-        commands.register(command, supervisor.COMMANDS + observe.COMMANDS)
+    for group in (commands.COMMANDS, supervisor.COMMANDS, observe.COMMANDS):
+        if group[0][0] not in COMMANDS:  # each group once, whoever registered another
+            commands.register(command, group)
     if "worker" not in COMMANDS:
         worker.register(command)
     named = [a for a in argv or [] if a in COMMANDS]
