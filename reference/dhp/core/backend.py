@@ -218,8 +218,9 @@ class StoreBackend(ABC):
     location: str = ""  # what dhp.Store() opens it by: a folder path or a URL
     ttl: float = DEFAULT_TTL
     heartbeat_interval: float | None = None
-    # An object with token() (hold this process's liveness lock; its id) and
-    # owner_dead(token), or None.
+    # An object with token() (hold this process's liveness lock; its id),
+    # owner_dead(token), for_session() (a lock of its own for one client session of a
+    # server, with close()), or None.
     liveness: Any = None
     limits: Limits = DEFAULT_LIMITS  # sizes and depth this store accepts (DHP-LIM-001)
 
