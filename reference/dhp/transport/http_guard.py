@@ -143,13 +143,14 @@ class Access:
         return Decision(200, principal=principal, operator=principal in self.operators)
 
 
-def add_access_options(parser: Any, token_env: str) -> None:
+def add_access_options(parser: Any, token_env: str, *, operators: bool = True) -> None:
     parser.add_argument("--token-file", type=Path, action="append", default=[],
                         help="bearer tokens, one per line, each its own principal (or the "
                              f"environment variable {token_env}); required unless HOST is a "
                              "loopback address; may be repeated")
-    parser.add_argument("--operator-token-file", type=Path, action="append", default=[],
-                        help="tokens whose holders may act on every principal's work")
+    if operators:
+        parser.add_argument("--operator-token-file", type=Path, action="append", default=[],
+                            help="tokens whose holders may act on every principal's work")
     parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                         help="a host name clients may use in Host/Origin besides IP "
                              "literals and localhost (e.g. behind a reverse proxy)")
@@ -158,7 +159,8 @@ def add_access_options(parser: Any, token_env: str) -> None:
 def access_from(args: Any, host: str, token_env: str, realm: str) -> Access:
     """The Access of a server bound at `host`, from add_access_options' options."""
     tokens = [t for path in args.token_file for t in read_tokens(path)]
-    operator_tokens = [t for path in args.operator_token_file for t in read_tokens(path)]
+    operator_tokens = [t for path in getattr(args, "operator_token_file", [])
+                       for t in read_tokens(path)]
     if os.environ.get(token_env):
         tokens.append(os.environ[token_env].strip())
     named = {t: principal_of(t) for t in tokens + operator_tokens}
