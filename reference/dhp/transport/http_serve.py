@@ -16,6 +16,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from dhp.transport.http_guard import Access, Guard, Limits
 
+REFUSED_LINGER_S = 0.5
 REFUSED = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
            b"connection: close\r\ncontent-length: %d\r\n\r\n%s")
 
@@ -26,6 +27,7 @@ def guarded_protocol(limits: Limits) -> type[H11Protocol]:
 
     class Guarded(H11Protocol):
         counted: str | None = None
+        refused = False
 
         def connection_made(self, transport: Any) -> None:  # type: ignore[override]
             peer = transport.get_extra_info("peername")
@@ -37,14 +39,23 @@ def guarded_protocol(limits: Limits) -> type[H11Protocol]:
                    f"{limits.max_connections_per_address})"
                    if per_address[address] >= limits.max_connections_per_address else None)
             if why is not None:
+                self.refused = True
                 body = json.dumps({"error": why}).encode()
                 transport.write(REFUSED % (len(body), body))
-                transport.close()
+                # Close our side only after the client's request has had time to arrive:
+                # closing with it unread would reset the connection, losing the answer.
+                if transport.can_write_eof():
+                    transport.write_eof()
+                asyncio.get_running_loop().call_later(REFUSED_LINGER_S, transport.close)
                 return
             self.counted = address
             per_address[address] += 1
             super().connection_made(transport)
             self._arm_read_timeout()
+
+        def data_received(self, data: bytes) -> None:
+            if not self.refused:  # a refused client's request is read and dropped
+                super().data_received(data)
 
         def connection_lost(self, exc: Exception | None) -> None:
             if self.counted is None:

@@ -41,6 +41,10 @@ class GuardedServer(ThreadingHTTPServer):
                 request.sendall(b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: "
                                 b"application/json\r\nconnection: close\r\ncontent-length: "
                                 + str(len(body)).encode() + b"\r\n\r\n" + body)
+                # Read what of the request has arrived: closing with it unread would reset
+                # the connection and lose the answer. No waiting: this is the accept loop.
+                while request.recv(65536, socket.MSG_DONTWAIT):
+                    pass
             except OSError:
                 pass
             self.shutdown_request(request)
