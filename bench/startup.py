@@ -2,7 +2,9 @@
 handoff), each run as a fresh process, interleaved, wall time; also Python's own start-up
 (`python -c pass`) in the same rounds, the floor under both. With the `mcp` extra, also
 `dhp-mcp`: from the process's start to the answer to its first `tools/list` over stdio
-(initialize, initialized, tools/list as raw JSON-RPC lines, as a client sends them).
+(initialize, initialized, tools/list as raw JSON-RPC lines, as a client sends them), once with
+the bytecode caches and once with none (an empty PYTHONPYCACHEPREFIX, nothing written: every
+module compiled at start, the worst first start).
 
 Each command runs once untimed first, with Python allowed to write its bytecode caches (as
 an installed package has them: pip compiles on install), so the timed runs measure start-up,
@@ -39,7 +41,7 @@ def timed(cmd: list[str]) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def mcp_first_list(cmd: list[str]) -> float:
+def mcp_first_list(cmd: list[str], env: dict | None = None) -> float:
     """ms from spawning `dhp-mcp` to its answer to the first tools/list."""
     hello = {"protocolVersion": "2025-06-18", "capabilities": {},
              "clientInfo": {"name": "bench", "version": "0"}}
@@ -48,7 +50,7 @@ def mcp_first_list(cmd: list[str]) -> float:
              {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}]
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, env=ENV, text=True)
+                            stderr=subprocess.DEVNULL, env=env or ENV, text=True)
     try:
         proc.stdin.write("".join(json.dumps(m) + "\n" for m in lines))
         proc.stdin.flush()
@@ -80,6 +82,10 @@ def main() -> None:
             commands["dhp-mcp tools/list"] = [sys.executable, "-m", "dhp.agents.mcp_cli",
                                               "--root", store]
             measure["dhp-mcp tools/list"] = mcp_first_list
+            cold = dict(ENV, PYTHONDONTWRITEBYTECODE="1",
+                        PYTHONPYCACHEPREFIX=str(folder / "no-pycache"))
+            commands["dhp-mcp tools/list, no bytecode"] = commands["dhp-mcp tools/list"]
+            measure["dhp-mcp tools/list, no bytecode"] = lambda cmd: mcp_first_list(cmd, cold)
         times: dict[str, list[float]] = {name: [] for name in commands}
         for name, cmd in commands.items():
             measure[name](cmd)  # untimed: writes the bytecode caches, warms the file cache

@@ -185,3 +185,33 @@ def test_any_other_complete_of_a_completed_handoff_is_still_refused(session, tmp
     finally:
         other.end()
     assert call(session, "result", {"handoff_id": hid})["result"] == {"total": 3}
+
+
+# --- start-up: nothing heavy before the first tool call ---------------------------------------
+
+STDIO_PATH = """
+import sys, tempfile
+from dhp.agents import mcp_cli, mcp_server, mcp_tools
+from dhp.agents.mcp_sessions import AgentSession
+session = AgentSession(tempfile.mkdtemp())
+mcp_server.build(lambda ctx, purpose, arguments: (session, lambda: None))
+assert mcp_server.tools()
+before = sorted(m for m in sys.modules if m.split(".")[0] == "jsonschema")
+mcp_tools.call(session, "health", {})
+after = "jsonschema" in sys.modules
+session.end()
+print(before, after)
+"""
+
+
+def test_the_stdio_server_answers_tools_list_without_compiling_validators():
+    """What the first tools/list of a stdio session needs does not import jsonschema and its
+    format checkers: each tool's validator is built at its first call. (uvicorn and starlette
+    come with the SDK's own imports: bench/README.md, start-up.)"""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", STDIO_PATH], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[] True"
