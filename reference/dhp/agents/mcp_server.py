@@ -142,7 +142,8 @@ PROMPTS = [types.Prompt(
     name="resume_handoff",
     description="How to resume a DHP handoff from its last checkpoint: take it over, read the "
                 "checkpoint, continue, checkpoint, complete.",
-    arguments=[types.PromptArgument(name="handoff_id", description="The handoff to resume.",
+    arguments=[types.PromptArgument(name="handoff_id", description="The handoff to resume: its id "
+                                    "or a unique prefix of it (at least 4 hex digits).",
                                     required=True),
                types.PromptArgument(name="worker_id", description="Your worker name.",
                                     required=False)])]
