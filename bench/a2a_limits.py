@@ -86,9 +86,10 @@ async def get_latency(url: str, task_id: str, n: int = 20) -> dict:
 async def open_streams(url: str, task_id: str, n: int, addresses: int) -> tuple[list, dict]:
     """n SubscribeToTask streams from 127.0.0.2.. spread over `addresses` source addresses;
     (open responses with their clients, count of answers by status)."""
-    clients = [httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=None),
-                                 transport=httpx.AsyncHTTPTransport(local_address=f"127.0.0.{i + 2}"))
-               for i in range(addresses)]
+    clients = [httpx.AsyncClient(
+        timeout=60, limits=httpx.Limits(max_connections=None),
+        transport=httpx.AsyncHTTPTransport(local_address=f"127.0.0.{i + 2}"))
+        for i in range(addresses)]
     body = rpc("SubscribeToTask", {"id": task_id})
 
     async def one(i: int):

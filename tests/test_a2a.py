@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -135,7 +136,7 @@ def test_takeover_keeps_one_task_id_to_a_valid_artifact(bridge):
     lines = [line for line in out.splitlines() if line.startswith(f"task {task_id}")]
     assert lines[-1].startswith(f"task {task_id}: TASK_STATE_COMPLETED"), out
     assert all(f"task {task_id}" in line for line in lines)
-    artifact = json.loads(out.split("artifact result: ", 1)[1].replace("'", '"'))
+    artifact = json.loads(out.split("artifact result: ", 1)[1])
     jsonschema.validate(artifact, OUTPUT_SCHEMA)
     assert artifact == {"pages": 6, "words": 100 * sum(range(1, 7))}
 
@@ -396,7 +397,7 @@ def test_off_loopback_without_a_token_is_refused(tmp_path):
     assert not (tmp_path / "s").exists()  # refused before anything was opened
 
 
-@pytest.mark.covers("DHP-SEC-009", "DHP-SEC-006", "DHP-A2A-001", "DHP-A2A-002")
+@pytest.mark.covers("DHP-SEC-009", "DHP-SEC-006", "DHP-ATOA-001", "DHP-ATOA-002")
 def test_tasks_belong_to_the_principal_that_sent_them(tmp_path, tokens):
     import httpx
 
@@ -493,7 +494,7 @@ def test_bodies_and_open_streams_are_bounded(tmp_path):
         stop(proc)
 
 
-@pytest.mark.covers("DHP-A2A-005")
+@pytest.mark.covers("DHP-ATOA-005")
 @pytest.mark.parametrize("method, params, words", [
     ("SendMessage", b'{"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"data": '
      + b'[' * 100_000 + b']' * 100_000 + b'}]}}', "deeper than"),
@@ -517,7 +518,7 @@ def test_bad_input_is_invalid_params_with_the_dhp_code(bridge, method, params, w
     assert "invalid_input" in json.dumps(error) and words in json.dumps(error), error
 
 
-@pytest.mark.covers("DHP-A2A-004")
+@pytest.mark.covers("DHP-ATOA-004")
 def test_integers_come_back_as_integers(bridge):
     url, store = bridge
     task = asyncio.run(send(url, {"task_kind": "slow.thing", "inputs": {"ints": 1},
@@ -538,3 +539,64 @@ def test_integers_come_back_as_integers(bridge):
     assert text["mediaType"] == "application/json"
     sdk_task = asyncio.run(get(url, task.id))  # the SDK's protobuf client: the text part
     assert exact(json.loads(sdk_task.artifacts[0].parts[1].text)) == exact(expected)
+
+
+@pytest.mark.covers("DHP-ATOA-003")
+def test_a_stream_follows_a_task_through_quiet_and_a_worker_kill(store_location, tmp_path):
+    """The official SDK streaming client (its default 5 s read timeout) follows one task
+    through 20 s with no worker, a worker's SIGKILL mid-task and a standby, to completed;
+    then the bridge restarts and a new subscription to the same task id still works."""
+    proc, url = start_bridge(store_location, tmp_path / "tasks.db")
+    events: list = []
+    arrived: list[float] = []
+    first = threading.Event()
+    failure: list[BaseException] = []
+
+    async def follow():
+        client = await create_client(url, client_config=ClientConfig(streaming=True))
+        async with client:
+            async for event in client.send_message(message(pages(5))):
+                events.append(event)
+                arrived.append(time.monotonic())
+                first.set()
+
+    def run():
+        try:
+            asyncio.run(follow())
+        except BaseException as e:  # reported below
+            failure.append(e)
+        first.set()
+
+    follower = threading.Thread(target=run, daemon=True)
+    started = time.monotonic()
+    follower.start()
+    try:
+        assert first.wait(30) and not failure, failure  # the first event, before any worker
+        time.sleep(20)  # nobody works on it: only keepalives
+        assert follower.is_alive() and not failure, failure
+        a = worker(store_location, "worker-a")
+        read_line(a, "checkpoint page 2")
+        os.kill(a.pid, signal.SIGKILL)
+        assert a.wait(30) == -signal.SIGKILL
+        b = worker(store_location, "worker-b")
+        assert b.wait(60) == 0
+        follower.join(60)
+        assert not follower.is_alive() and not failure, failure
+        gaps = [b - a for a, b in zip([started, *arrived[:-1]], arrived, strict=True)]
+        print(f"first event after {arrived[0] - started:.2f} s; longest quiet {max(gaps):.2f} s")
+        assert events[0].HasField("task")
+        updates = [e.status_update for e in events if e.HasField("status_update")]
+        assert updates[-1].status.state == TaskState.TASK_STATE_COMPLETED
+        owners = {get_data_parts(u.status.message.parts)[0]["dhp_status"]["owner"]
+                  for u in updates}
+        assert {"worker-a", "worker-b"} <= owners, owners
+        task_id = events[0].task.id
+        assert {u.task_id for u in updates} == {task_id}
+        # the bridge restarts; a subscription to the same task id still answers
+        stop(proc)
+        proc, url = start_bridge(store_location, tmp_path / "tasks.db")
+        again = Streamer(url, task_id).result()
+        assert again[0].task.id == task_id
+        assert again[0].task.status.state == TaskState.TASK_STATE_COMPLETED
+    finally:
+        stop(proc)

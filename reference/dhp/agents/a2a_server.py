@@ -56,7 +56,7 @@ BEARER = "bearer"          # the card's security scheme when tokens are configur
 POLL_S = 0.05              # how often a waiting request reads the handoff's status
 STREAM_POLL_S = 0.2        # how often a stream reads it (many streams: kept cheap)
 CHECKPOINT_UPDATE_S = 0.5  # at most one checkpoint-only status update per stream this often
-# A stream with nothing new repeats the current status this often (DHP-A2A-003): the official
+# A stream with nothing new repeats the current status this often (DHP-ATOA-003): the official
 # client's httpx.AsyncClient() reads with httpx's default 5 s timeout and gives up on a
 # quieter stream (A2AClientTimeoutError).
 KEEPALIVE_S = 2.0
@@ -67,7 +67,7 @@ INTENT_MEMBERS = {"task_kind", "inputs", "output_schema", "budget"}
 class DHPRequestHandler(RequestHandler):
     """Every A2A method answered from the DHP store; the SDK does the JSON-RPC and SSE. Every
     method sees only the caller's own tasks unless the caller holds an operator token
-    (DHP-A2A-001): another's task id is answered as unknown."""
+    (DHP-ATOA-001): another's task id is answered as unknown."""
 
     def __init__(self, store: Any, tasks: TaskMap, skills: dict[str, dict]):
         self.store, self.tasks, self.skills = store, tasks, skills
@@ -98,7 +98,7 @@ class DHPRequestHandler(RequestHandler):
         if params.page_token and not params.page_token.isdigit():
             raise invalid(dhp.InvalidInput(f"pageToken {params.page_token[:40]!r} is not one "
                                            "this agent gave out (a nextPageToken)",
-                                           requirement="DHP-A2A-005"))
+                                           requirement="DHP-ATOA-005"))
         offset = int(params.page_token or 0)
         size = min(max(params.page_size, 0) or 50, 100)
         rows = await asyncio.to_thread(self.tasks.page, None if who.operator else who.name,
@@ -128,7 +128,7 @@ class DHPRequestHandler(RequestHandler):
             raise invalid(dhp.InvalidInput(
                 "a message to a DHP agent needs exactly one data part holding "
                 f"{{task_kind, inputs, output_schema[, budget]}}; {found}",
-                requirement="DHP-A2A-005"))
+                requirement="DHP-ATOA-005"))
         intent = intents[0]
         extra = set(intent) - INTENT_MEMBERS
         if extra:
@@ -209,7 +209,7 @@ class DHPRequestHandler(RequestHandler):
     async def _stream(self, task_id: str, who: Principal) -> AsyncGenerator[Any]:
         """The task first, then a status update per claim, recover and state change (and per
         checkpoint, at most every CHECKPOINT_UPDATE_S), the result artifact, the final state;
-        while nothing changes, the current status again every KEEPALIVE_S (DHP-A2A-003)."""
+        while nothing changes, the current status again every KEEPALIVE_S (DHP-ATOA-003)."""
         loop = asyncio.get_running_loop()
         first, last_sent, last_mark = True, 0.0, None
         async for task, status in self._watch(task_id, who, STREAM_POLL_S, KEEPALIVE_S):
@@ -240,7 +240,7 @@ class DHPRequestHandler(RequestHandler):
         if not who.operator and self.tasks.others(status["handoff_id"], who.name):
             raise TaskNotCancelableError(
                 f"task {task_id}'s handoff was also sent by another client (the same intent); "
-                "only an operator may cancel shared work (DHP-A2A-002)")
+                "only an operator may cancel shared work (DHP-ATOA-002)")
         dhp.cancel(self.store, status["handoff_id"])  # the worker learns at its next write
         return self._task_sync(task_id, who)[0]
 
@@ -263,7 +263,7 @@ class DHPRequestHandler(RequestHandler):
 def agent_card(url: str, skills: dict[str, dict], bearer: bool = False) -> AgentCard:
     """The card: one skill per accepted task kind; the schemas ride in a DHP extension (an
     A2A skill has no schema fields). With tokens configured it declares an HTTP bearer
-    security scheme and requires it (DHP-A2A-001), so the SDK's AuthInterceptor sends it."""
+    security scheme and requires it (DHP-ATOA-001), so the SDK's AuthInterceptor sends it."""
     listed = skills or {"*": {"description": "any task kind: the data part names it"}}
     card = AgentCard(
         name="DHP durable handoff bridge",

@@ -129,7 +129,7 @@ def check_body(body: bytes) -> tuple[Any, DHPError | None]:
         return None, exc
     except RecursionError:
         return None, InvalidInput(f"the request nests deeper than {MAX_DEPTH} levels",
-                                  requirement="DHP-A2A-005")
+                                  requirement="DHP-ATOA-005")
     except ValueError:
         return None, None
     request_id = parsed.get("id") if isinstance(parsed, dict) else None
@@ -137,7 +137,7 @@ def check_body(body: bytes) -> tuple[Any, DHPError | None]:
         request_id = None
     if _depth(parsed) > MAX_DEPTH:
         return request_id, InvalidInput(f"the request nests deeper than {MAX_DEPTH} levels",
-                                        requirement="DHP-A2A-005")
+                                        requirement="DHP-ATOA-005")
     return request_id, None
 
 
