@@ -10,6 +10,7 @@ import pytest
 
 pytest.importorskip("mcp", reason="the MCP server tests need the mcp extra")
 
+from dhp import api  # noqa: E402
 from dhp.agents import mcp_server, mcp_tools  # noqa: E402
 from dhp.agents.mcp_sessions import AgentSession  # noqa: E402
 from dhp_conform import oracle  # noqa: E402
@@ -20,7 +21,7 @@ SCHEMA = {"type": "object", "required": ["total"], "properties": {"total": {"typ
 
 @pytest.fixture
 def session(tmp_path):
-    s = AgentSession(str(tmp_path / "store"))
+    s = AgentSession(api.Store(tmp_path / "store"))
     yield s
     s.end()
 
@@ -178,7 +179,7 @@ def test_any_other_complete_of_a_completed_handoff_is_still_refused(session, tmp
     stale = dict(lease, fence=lease["fence"] + 1)
     assert call(session, "complete", {"lease": stale, "result": {"total": 3}})["code"] \
         == "lease_lost"
-    other = AgentSession(str(tmp_path / "store"))
+    other = AgentSession(api.Store(tmp_path / "store"))
     try:
         assert call(other, "complete", {"lease": lease, "result": {"total": 3}})["code"] \
             == "lease_lost"
@@ -192,8 +193,9 @@ def test_any_other_complete_of_a_completed_handoff_is_still_refused(session, tmp
 STDIO_PATH = """
 import sys, tempfile
 from dhp.agents import mcp_cli, mcp_server, mcp_tools
+from dhp import api
 from dhp.agents.mcp_sessions import AgentSession
-session = AgentSession(tempfile.mkdtemp())
+session = AgentSession(api.Store(tempfile.mkdtemp()))
 mcp_server.build(lambda ctx, purpose, arguments: (session, lambda: None))
 assert mcp_server.tools()
 before = sorted(m for m in sys.modules if m.split(".")[0] == "jsonschema")
