@@ -33,6 +33,18 @@ SYNCS = ("commit", "batch", "none")
 class Tx(ABC):
     """One open transaction. Writes become visible and durable together at commit."""
 
+    # True once this transaction wrote a takeable handoff (mark_takeable): its commit then
+    # wakes every waiter (StoreBackend.work_waiter); on a server store the wake-up is sent
+    # in the same transaction, so it is delivered exactly when the work becomes visible.
+    announce: bool = False
+
+    def mark_takeable(self, record: dict) -> None:
+        """Called by put_record and insert for every record they write: a record left
+        pending, released or orphaned makes its commit announce work. (A not_before in the
+        future announces too: the waiter looks once and then sleeps until it falls due.)"""
+        if record["state"] in machine.TAKEABLE:
+            self.announce = True
+
     @abstractmethod
     def get(self, handoff_id: str, *, envelope: bool = True) -> dict | None:
         """The handoff's row, or None; with envelope=False its envelope and result are left
@@ -248,8 +260,9 @@ class StoreBackend(ABC):
         check of the records on top of it is operations.check_integrity."""
 
     def announce_work(self) -> None:
-        """Wake this store's waiters (work_waiter) in every process: called after a commit
-        that may have made work takeable (dispatch, release, orphan, requeue, import). A
+        """Wake this store's waiters (work_waiter) in every process, outside any transaction:
+        for what the store cannot see (a pool's child died, a worker is told to stop).
+        Commits that leave work takeable announce by themselves (Tx.mark_takeable). A
         backend without a wake-up channel leaves this empty; its waiters then find the work
         at their next periodic look (operations.IDLE_RECHECK_S)."""
         return None

@@ -122,8 +122,7 @@ def dispatch_many(backend: StoreBackend, intents: list[dict], *,
                      envelope["created_at"], text))
     if rows:
         with backend.transaction() as tx:
-            tx.insert_new(rows)
-        backend.announce_work()
+            tx.insert_new(rows)  # its commit announces the new work (Tx.mark_takeable)
     return [row[0] for row in rows]
 
 
@@ -333,8 +332,6 @@ def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *
         if outcome.changed:
             keep = outcome.accepted and name in ("heartbeat", "checkpoint")
             tx.put_record(hid, outcome.record, row["owner_incarnation"] if keep else None)
-    if name == "release" and outcome.accepted:
-        backend.announce_work()
     _raise(outcome, hid)
     return made
 
@@ -377,8 +374,6 @@ def simple(backend: StoreBackend, hid: str, name: str, **extra: Any) -> bool:
             if name == "orphan" and outcome.accepted:
                 journal.orphaned(tx, hid, row["record"], now,
                                  owner_dead=op.get("owner_dead", False))
-    if outcome.accepted and outcome.changed and name in ("orphan", "requeue"):
-        backend.announce_work()
     _raise(outcome, hid)
     return outcome.changed
 

@@ -409,12 +409,14 @@ class SQLiteTx(Tx):
 
     def _values(self, handoff_id: str, envelope: dict, record: dict, created_at: str,
                 text: str | None = None) -> list:
+        self.mark_takeable(record)
         columns = _record_values(record)
         return [handoff_id, _dumps(envelope) if text is None else text,
                 envelope["intent"]["task_kind"], *columns, created_at, self._now(),
                 record["lease_expires_at"], _progress_deadline(columns)]
 
     def put_record(self, handoff_id: str, record: dict, owner_incarnation: str | None) -> None:
+        self.mark_takeable(record)
         columns = _record_values(record)
         old = self._stored.get(handoff_id)
         now = self._now()
@@ -980,3 +982,5 @@ class _Transaction:
         finally:
             store._busy_thread = None
             store._lock.release()
+        if self.tx.announce:  # committed and synced: ring now (a FIFO is no transaction)
+            store.announce_work()
