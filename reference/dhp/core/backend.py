@@ -164,11 +164,20 @@ class Tx(ABC):
     # The three scans of claim_next (operations.take_next). These defaults are correct on
     # any backend; a backend overrides them with one indexed query each.
 
+    def next_resumable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
+        """The oldest dispatched row of these kinds that is partly done at `now`
+        (DHP-STM-013): orphaned, or released with a checkpoint (steps > 0), and eligible at
+        `now`; or claimed with its lease expired."""
+        for row in self.select(task_kinds=task_kinds):
+            if machine.partly_done(row["record"], now):
+                return row
+        return None
+
     def next_takeable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
-        """The row of these kinds that claim_next takes first at `now` (DHP-STM-009/010):
-        the oldest dispatched among the pending, released and orphaned rows eligible at `now`
-        (their not_before is None or <= now, DHP-SCH-001) and the claimed rows whose lease
-        has expired."""
+        """The oldest dispatched row of these kinds that claim_next may take at `now`
+        (DHP-STM-009): the pending, released and orphaned rows eligible at `now` (their
+        not_before is None or <= now, DHP-SCH-001) and the claimed rows whose lease has
+        expired. claim_next asks next_resumable first (DHP-STM-013)."""
         for row in self.select(task_kinds=task_kinds):
             record = row["record"]
             if record["state"] in machine.TAKEABLE and machine.eligible(record, now) or (

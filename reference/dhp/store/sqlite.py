@@ -598,6 +598,14 @@ class SQLiteTx(Tx):
                                   "ORDER BY rowid LIMIT 1", [*args, *task_kinds]).fetchone()
         return self._read(found) if found else None
 
+    def next_resumable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
+        # Written so that the planner reads handoffs_by_kind for these two states only.
+        return self._first("(state IN ('orphaned', 'released') "
+                           "AND (state = 'orphaned' OR steps > 0) "
+                           "AND (not_before IS NULL OR not_before <= ?) "
+                           "OR state = 'claimed' AND lease_due <= ? AND lease_expires_at <= ?)",
+                           [now, now, now], task_kinds)
+
     def next_takeable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
         return self._first("(state IN ('pending', 'released', 'orphaned') "
                            "AND (not_before IS NULL OR not_before <= ?) "
