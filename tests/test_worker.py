@@ -143,12 +143,14 @@ def test_kill_9_of_the_pools_parent_ends_every_child_and_frees_its_work(tmp_path
             if not gone(child):
                 os.kill(child, signal.SIGKILL)
     # Nothing keeps taking work, and the busy child's handoff is free at once (given back,
-    # or its owner's liveness lock free), long before its 60 s lease would end.
+    # or its owner's liveness lock free), long before its 60 s lease would end. (With the
+    # pipe an idle sibling, signalled a moment later, may take the given-back handoff and
+    # give it back again: a fence more, no work lost.)
     late = dhp.dispatch(store, "count.slow", {"n": 1, "sleep": 0}, {"type": "object"})
     time.sleep(0.5)
     assert dhp.status(store, late)["state"] == "pending"
     ctx = dhp.recover(store, hid, "standby", heartbeat_interval=0)
-    assert ctx.fence == 2 and ctx.last_checkpoint["i"] >= 2
+    assert ctx.fence >= 2 and ctx.last_checkpoint["i"] >= 2
 
 
 def test_sigterm_drains_running_work_after_the_grace_time(tmp_path):

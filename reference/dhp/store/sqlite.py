@@ -348,6 +348,10 @@ def _update_sql(changed: tuple[int, ...], with_result: bool) -> str:
             "WHERE id = ?")
 
 
+# A claim whose lease has expired at ? (twice: the lease index's lower bound, migration 6).
+_EXPIRED = "state = 'claimed' AND lease_due <= ? AND lease_expires_at <= ?"
+
+
 class SQLiteTx(Tx):
     def __init__(self, conn: sqlite3.Connection, now: Callable[[], float],
                  written: WrittenRows | None = None):
@@ -602,16 +606,13 @@ class SQLiteTx(Tx):
         # Written so that the planner reads handoffs_by_kind for these two states only.
         return self._first("(state IN ('orphaned', 'released') "
                            "AND (state = 'orphaned' OR steps > 0) "
-                           "AND (not_before IS NULL OR not_before <= ?) "
-                           "OR state = 'claimed' AND lease_due <= ? AND lease_expires_at <= ?)",
+                           f"AND (not_before IS NULL OR not_before <= ?) OR {_EXPIRED})",
                            [now, now, now], task_kinds)
 
     def next_takeable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
         return self._first("(state IN ('pending', 'released', 'orphaned') "
-                           "AND (not_before IS NULL OR not_before <= ?) "
-                           "OR state = 'claimed' AND lease_due <= ? AND lease_expires_at <= ?)",
-                           [now, now, now],
-                           task_kinds)
+                           f"AND (not_before IS NULL OR not_before <= ?) OR {_EXPIRED})",
+                           [now, now, now], task_kinds)
 
     def claimed_by(self, incarnation: str, task_kinds: tuple[str, ...]) -> dict | None:
         return self._first("state = 'claimed' AND owner_incarnation = ?", [incarnation],
