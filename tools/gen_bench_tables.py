@@ -287,6 +287,16 @@ def worker_pool(r: dict) -> str:
         ["supervisor needed", "yes" if r["supervisor"] else "no"]])
 
 
+def pickup_latency(r: dict) -> str:
+    target = r["target_ms"]
+    return table(["store", "p50", "p99", "max", f"target (p50 ≤ {num(target['p50'])} ms, "
+                  f"p99 ≤ {num(target['p99'])} ms)"],
+                 [[name, num(r[key]["p50_ms"], " ms"), num(r[key]["p99_ms"], " ms"),
+                   num(r[key]["max_ms"], " ms"), "met" if r[key]["targets_met"] else "missed"]
+                  for key, name in (("sqlite", "SQLite (FIFO doorbell)"),
+                                    ("postgres", "Postgres (LISTEN/NOTIFY)"))])
+
+
 def tracing_overhead(r: dict) -> str:
     cpu = r["cpu_us_per_checkpoint"]
     names = {"bare": "bare: OpenTelemetry not installed",
@@ -426,7 +436,8 @@ RENDER: dict[str, Callable[[dict], str]] = {
     "failover": failover, "checkpoint_rate": checkpoint_rate,
     "supervisor_pass": supervisor_pass, "sdk_ops": sdk_ops, "dispatch": dispatch,
     "list": listing, "transport": transport, "preauth_attack": preauth_attack,
-    "worker_pool": worker_pool, "tracing_overhead": tracing_overhead, "startup": startup,
+    "worker_pool": worker_pool, "pickup_latency": pickup_latency,
+    "tracing_overhead": tracing_overhead, "startup": startup,
     "mcp": mcp, "throughput": throughput, "claim_latency": claim_latency, "validate": validate,
     "write_cost": write_cost, "group_commit": group_commit,
     "group_commit_slow": group_commit}
