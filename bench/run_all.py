@@ -41,6 +41,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "transport": ["transport_bench.py"],
     "preauth_attack": ["preauth_attack.py"],
     "worker_pool": ["worker_pool.py"],
+    "pickup_latency": ["pickup_latency.py"],
     "tracing_overhead": ["tracing_overhead.py"],
     "startup": ["startup.py"],
     "mcp": ["mcp_bench.py"],
@@ -51,7 +52,8 @@ BENCHMARKS: dict[str, list[str]] = {
     "validate": ["validate_bench.py"],
 }
 
-USES_POSTGRES = {"failover", "throughput", "claim_latency"}  # sides include ours_pg
+# sides include ours_pg
+USES_POSTGRES = {"failover", "throughput", "claim_latency", "pickup_latency"}
 
 
 def cpu_model() -> str:

@@ -2,10 +2,15 @@
 client, takes a handoff (claim, or recover when told), checkpoints every step, and completes.
 
     python tests/mcp_agent.py ROOT HANDOFF_ID WORKER STEPS [--recover] [--hold]
+                              [--store LOCATION | --url URL [--mode legacy|auto]]
 
 Each step appends `{"worker", "step"}` to ROOT/steps.jsonl *before* it checkpoints (so a test
 counts rework), then prints `checkpointed N` on stdout. `--hold` stops after the last
-checkpoint and waits (to be killed) instead of completing.
+checkpoint and waits (to be killed) instead of completing. `--store` starts the stdio server on
+another store (a postgresql:// URL) than ROOT; `--url` talks to a `dhp-mcp --http` server
+instead of starting one over stdio (ROOT is then only where steps.jsonl goes); `--mode`
+is the client's protocol era (legacy: stateful sessions with an event stream; auto: the
+2026 era, stateless requests).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from pathlib import Path
 
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 
 def server(root: str, ttl: float = 5.0) -> StdioServerParameters:
@@ -25,8 +31,20 @@ def server(root: str, ttl: float = 5.0) -> StdioServerParameters:
                                        "--create", "--ttl", str(ttl)])
 
 
+def _flag(name: str) -> str | None:
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else None
+
+
+def connect(root: str) -> Client:
+    url = _flag("--url")
+    if url is None:
+        return Client(server(_flag("--store") or root), read_timeout_seconds=60)
+    return Client(streamable_http_client(url), mode=_flag("--mode") or "legacy",
+                  read_timeout_seconds=60)
+
+
 async def run(root: str, hid: str, worker: str, steps: int, recover: bool, hold: bool) -> int:
-    async with Client(server(root), read_timeout_seconds=60) as client:
+    async with connect(root) as client:
         taken = await client.call_tool("recover" if recover else "claim",
                                        {"handoff_id": hid, "worker_id": worker})
         if taken.is_error:

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -136,7 +137,7 @@ def test_takeover_keeps_one_task_id_to_a_valid_artifact(bridge):
     lines = [line for line in out.splitlines() if line.startswith(f"task {task_id}")]
     assert lines[-1].startswith(f"task {task_id}: TASK_STATE_COMPLETED"), out
     assert all(f"task {task_id}" in line for line in lines)
-    artifact = json.loads(out.split("artifact result: ", 1)[1].replace("'", '"'))
+    artifact = json.loads(out.split("artifact result: ", 1)[1])
     jsonschema.validate(artifact, OUTPUT_SCHEMA)
     assert artifact == {"pages": 6, "words": 100 * sum(range(1, 7))}
 
@@ -314,3 +315,289 @@ def test_bad_bind_is_a_clear_usage_error(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "port in 0..65535" in proc.stderr
+
+
+# --- issue 22: one server bar, principals, long streams, exact numbers, invalid params ---------
+
+ALICE, BOB, OPERATOR = "alice-token-0123456789", "bob-token-0123456789ab", "operator-0123456789"
+
+
+def start_bridge(store: str, tasks_db: Path, *extra: str, env: dict | None = None
+                 ) -> tuple[subprocess.Popen, str]:
+    """A `dhp-a2a` on a free loopback port: (process, url)."""
+    proc = subprocess.Popen([sys.executable, "-m", "dhp.agents.a2a_server", "--store", store,
+                             "--tasks-db", str(tasks_db), "--bind", "127.0.0.1:0", *extra],
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
+    line = read_line(proc, "serving|error", "stderr")
+    match = re.search(r"http://\S+/", line)
+    assert match, line
+    return proc, match.group(0)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(30)
+
+
+def rpc(url: str, method: str, params, token: str | None = None, raw: bytes | None = None):
+    """One JSON-RPC call with httpx, as any JSON client makes it: the response's JSON."""
+    import httpx
+
+    headers = {"A2A-Version": "1.0", "content-type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    body = raw if raw is not None else json.dumps(
+        {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}).encode()
+    return httpx.post(url, content=body, headers=headers, timeout=30)
+
+
+def sdk_config(token: str | None = None, streaming: bool = False) -> ClientConfig:
+    import httpx
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return ClientConfig(streaming=streaming, polling=not streaming,
+                        httpx_client=httpx.AsyncClient(headers=headers))
+
+
+async def sdk_send(url: str, intent: dict, token: str | None = None):
+    client = await create_client(url, client_config=sdk_config(token))
+    async with client:
+        request = message(intent)
+        request.configuration.return_immediately = True
+        async for response in client.send_message(request):
+            return response.task
+
+
+async def sdk_call(url: str, token: str | None, method: str, request):
+    client = await create_client(url, client_config=sdk_config(token))
+    async with client:
+        return await getattr(client, method)(request)
+
+
+@pytest.fixture
+def tokens(tmp_path) -> dict[str, Path]:
+    users, operators = tmp_path / "tokens", tmp_path / "operators"
+    users.write_text(f"# the clients\n{ALICE}\n{BOB}\n")
+    operators.write_text(OPERATOR + "\n")
+    return {"users": users, "operators": operators}
+
+
+@pytest.mark.covers("DHP-SEC-009")
+def test_off_loopback_without_a_token_is_refused(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "dhp.agents.a2a_server", "--store",
+                           str(tmp_path / "s"), "--bind", "0.0.0.0:0"],
+                          capture_output=True, text=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k != "DHP_A2A_TOKEN"})
+    assert proc.returncode == 2, proc.stderr
+    assert "needs a bearer token" in proc.stderr and "--token-file" in proc.stderr
+    assert not (tmp_path / "s").exists()  # refused before anything was opened
+
+
+@pytest.mark.covers("DHP-SEC-009", "DHP-SEC-006", "DHP-ATOA-001", "DHP-ATOA-002")
+def test_tasks_belong_to_the_principal_that_sent_them(tmp_path, tokens):
+    import httpx
+
+    store = tmp_path / "store"
+    proc, url = start_bridge(str(store), tmp_path / "tasks.db", "--token-file",
+                             str(tokens["users"]), "--operator-token-file",
+                             str(tokens["operators"]))
+    try:
+        assert httpx.get(url + ".well-known/agent-card.json").status_code == 401
+        assert rpc(url, "GetTask", {"id": "x"}).status_code == 401
+        assert rpc(url, "GetTask", {"id": "x"}, token="not-a-token-at-all").status_code == 401
+        assert httpx.get(url + ".well-known/agent-card.json", headers={
+            "Host": "evil.example", "Authorization": f"Bearer {ALICE}"}).status_code == 403
+        card = ParseDict(httpx.get(url + ".well-known/agent-card.json", headers={
+            "Authorization": f"Bearer {ALICE}"}).json(), AgentCard())
+        (scheme,) = card.security_schemes.values()
+        assert scheme.http_auth_security_scheme.scheme.lower() == "bearer"
+        assert list(card.security_requirements[0].schemes) == list(card.security_schemes)
+
+        intent = {"task_kind": "slow.thing", "inputs": {"who": "alice"},
+                  "output_schema": {"type": "object"}}
+        mine = asyncio.run(sdk_send(url, intent, ALICE))
+        # Bob: Alice's task does not exist for him, in every method
+        for method, request in (("get_task", GetTaskRequest(id=mine.id)),
+                                ("cancel_task", CancelTaskRequest(id=mine.id))):
+            with pytest.raises(A2AError, match="no task"):
+                asyncio.run(sdk_call(url, BOB, method, request))
+        listed = rpc(url, "ListTasks", {}, token=BOB).json()["result"]
+        assert listed["tasks"] == []
+        streamed = rpc(url, "SubscribeToTask", {"id": mine.id}, token=BOB)
+        assert "TASK_NOT_FOUND" in streamed.text and "dhp_handoff_id" not in streamed.text
+        # Bob sends the same intent: a task of his own for the same handoff, never Alice's id
+        his = asyncio.run(sdk_send(url, intent, BOB))
+        assert his.id != mine.id
+        assert his.metadata["dhp_handoff_id"] == mine.metadata["dhp_handoff_id"]
+        with pytest.raises(A2AError, match="another client"):  # shared: only an operator
+            asyncio.run(sdk_call(url, BOB, "cancel_task", CancelTaskRequest(id=his.id)))
+        # the operator sees and may cancel everyone's tasks
+        everyone = rpc(url, "ListTasks", {}, token=OPERATOR).json()["result"]["tasks"]
+        assert {t["id"] for t in everyone} == {mine.id, his.id}
+        cancelled = asyncio.run(sdk_call(url, OPERATOR, "cancel_task",
+                                         CancelTaskRequest(id=mine.id)))
+        assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+        assert asyncio.run(sdk_call(url, ALICE, "get_task", GetTaskRequest(id=mine.id))
+                           ).status.state == TaskState.TASK_STATE_CANCELED
+    finally:
+        stop(proc)
+
+
+def test_a_task_map_of_the_previous_layout_is_migrated(tmp_path):
+    import sqlite3
+
+    from dhp.agents.a2a_tasks import TaskMap
+
+    path = tmp_path / "a2a-tasks.sqlite3"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE a2a_tasks (task_id TEXT PRIMARY KEY, handoff_id TEXT NOT NULL "
+               "UNIQUE, context_id TEXT NOT NULL, created REAL NOT NULL)")
+    db.execute("INSERT INTO a2a_tasks VALUES ('t1', 'sha256:aa', 'c1', 1.0)")
+    db.commit()
+    db.close()
+    tasks = TaskMap(path)
+    assert tasks.lookup("t1", "local") == ("sha256:aa", "c1")
+    assert tasks.lookup("t1", "token-x") is None
+    assert tasks.bind("sha256:aa", "local", None) == ("t1", "c1")
+    assert tasks.bind("sha256:aa", "token-x", None)[0] != "t1"
+    tasks.close()
+    assert TaskMap(path).lookup("t1", None) == ("sha256:aa", "c1")  # migrated once
+
+
+@pytest.mark.covers("DHP-SEC-008", "DHP-SEC-007")
+def test_bodies_and_open_streams_are_bounded(tmp_path):
+    import httpx
+
+    proc, url = start_bridge(str(tmp_path / "store"), tmp_path / "tasks.db",
+                             "--max-streams-per-address", "2")
+    try:
+        big = rpc(url, "SendMessage", None, raw=b" " * (5 * 1024 * 1024))
+        assert big.status_code == 413 and "max_body" in big.text
+        task = asyncio.run(sdk_send(url, {"task_kind": "slow.thing", "inputs": {"cap": 1},
+                                          "output_schema": {"type": "object"}}))
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask",
+                           "params": {"id": task.id}})
+        headers = {"A2A-Version": "1.0", "content-type": "application/json"}
+        with httpx.Client(timeout=30) as one, httpx.Client(timeout=30) as two:
+            with one.stream("POST", url, content=body, headers=headers) as s1, \
+                    two.stream("POST", url, content=body, headers=headers) as s2:
+                assert s1.status_code == s2.status_code == 200
+                third = rpc(url, "GetTask", {"id": task.id})
+                assert third.status_code == 429 and "max_streams_per_address" in third.text
+            # the streams closed: requests are served again
+            assert rpc(url, "GetTask", {"id": task.id}).status_code == 200
+    finally:
+        stop(proc)
+
+
+@pytest.mark.covers("DHP-ATOA-005")
+@pytest.mark.parametrize("method, params, words", [
+    ("SendMessage", b'{"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"data": '
+     + b'[' * 100_000 + b']' * 100_000 + b'}]}}', "deeper than"),
+    ("SendMessage", b'{"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"data": '
+     b'{"task_kind": "slow.thing", "inputs": {"x": NaN}, "output_schema": {}}}]}}',
+     "DHP-CJ-006"),
+    ("SendMessage", b'{"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"data": '
+     b'{"task_kind": "slow.thing", "inputs": {"x": 9007199254740993}, '
+     b'"output_schema": {}}}]}}', "DHP-CJ-004"),
+    ("SendMessage", b'{"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"data": '
+     b'{"inputs": {}, "output_schema": {}}}]}}', "the data part has no task_kind member"),
+    ("ListTasks", b'{"pageToken": "not-a-token"}', "pageToken"),
+])
+def test_bad_input_is_invalid_params_with_the_dhp_code(bridge, method, params, words):
+    url, _ = bridge
+    raw = (b'{"jsonrpc": "2.0", "id": 3, "method": "' + method.encode() + b'", "params": '
+           + params + b'}')
+    answer = rpc(url, method, None, raw=raw).json()
+    error = answer["error"]
+    assert error["code"] == -32602, error
+    assert "invalid_input" in json.dumps(error) and words in json.dumps(error), error
+
+
+@pytest.mark.covers("DHP-ATOA-004")
+def test_integers_come_back_as_integers(bridge):
+    url, store = bridge
+    task = asyncio.run(send(url, {"task_kind": "slow.thing", "inputs": {"ints": 1},
+                                  "output_schema": {"type": "object"}}))
+    local = dhp.Store(store)
+    with dhp.claim(local, task.metadata["dhp_handoff_id"], worker_id="w") as ctx:
+        ctx.complete({"pages": 12, "ratio": 0.5, "big": 2 ** 53 - 1, "list": [1, 2.5]})
+    wire = rpc(url, "GetTask", {"id": task.id}).json()["result"]
+    (artifact,) = wire["artifacts"]
+    expected = {"pages": 12, "ratio": 0.5, "big": 2 ** 53 - 1, "list": [1, 2.5]}
+    data, text = artifact["parts"]
+
+    def exact(value):  # 12 and 12.0 differ here
+        return json.dumps(value, sort_keys=True)
+
+    assert exact(data["data"]) == exact(expected)  # 12, not 12.0, for a JSON client
+    assert isinstance(wire["status"]["message"]["parts"][1]["data"]["dhp_status"]["fence"], int)
+    assert text["mediaType"] == "application/json"
+    sdk_task = asyncio.run(get(url, task.id))  # the SDK's protobuf client: the text part
+    assert exact(json.loads(sdk_task.artifacts[0].parts[1].text)) == exact(expected)
+
+
+@pytest.mark.covers("DHP-ATOA-003")
+def test_a_stream_follows_a_task_through_quiet_and_a_worker_kill(store_location, tmp_path):
+    """The official SDK streaming client (its default 5 s read timeout) follows one task
+    through 20 s with no worker, a worker's SIGKILL mid-task and a standby, to completed;
+    then the bridge restarts and a new subscription to the same task id still works."""
+    proc, url = start_bridge(store_location, tmp_path / "tasks.db")
+    events: list = []
+    arrived: list[float] = []
+    first = threading.Event()
+    failure: list[BaseException] = []
+
+    async def follow():
+        client = await create_client(url, client_config=ClientConfig(streaming=True))
+        async with client:
+            async for event in client.send_message(message(pages(5))):
+                events.append(event)
+                arrived.append(time.monotonic())
+                first.set()
+
+    def run():
+        try:
+            asyncio.run(follow())
+        except BaseException as e:  # reported below
+            failure.append(e)
+        first.set()
+
+    follower = threading.Thread(target=run, daemon=True)
+    started = time.monotonic()
+    follower.start()
+    try:
+        assert first.wait(30) and not failure, failure  # the first event, before any worker
+        time.sleep(20)  # nobody works on it: only keepalives
+        assert follower.is_alive() and not failure, failure
+        a = worker(store_location, "worker-a")
+        read_line(a, "checkpoint page 2")
+        os.kill(a.pid, signal.SIGKILL)
+        assert a.wait(30) == -signal.SIGKILL
+        b = worker(store_location, "worker-b")
+        assert b.wait(60) == 0
+        follower.join(60)
+        assert not follower.is_alive() and not failure, failure
+        gaps = [b - a for a, b in zip([started, *arrived[:-1]], arrived, strict=True)]
+        print(f"first event after {arrived[0] - started:.2f} s; longest quiet {max(gaps):.2f} s")
+        assert events[0].HasField("task")
+        updates = [e.status_update for e in events if e.HasField("status_update")]
+        assert updates[-1].status.state == TaskState.TASK_STATE_COMPLETED
+        owners = {get_data_parts(u.status.message.parts)[0]["dhp_status"]["owner"]
+                  for u in updates}
+        assert {"worker-a", "worker-b"} <= owners, owners
+        task_id = events[0].task.id
+        assert {u.task_id for u in updates} == {task_id}
+        # the bridge restarts; a subscription to the same task id still answers
+        stop(proc)
+        proc, url = start_bridge(store_location, tmp_path / "tasks.db")
+        again = Streamer(url, task_id).result()
+        assert again[0].task.id == task_id
+        assert again[0].task.status.state == TaskState.TASK_STATE_COMPLETED
+    finally:
+        stop(proc)

@@ -34,6 +34,18 @@ MUTANTS = [
      "old": "incarnation=liveness.token() if liveness is not None else None, **kwargs)",
      "new": "incarnation=None, **kwargs)",
      "only": "DHP-MCP-009"},
+    {"name": "list-not-paged", "file": "agents/mcp_tools.py",
+     "old": 'limit=a.get("limit", LIST_LIMIT), after=a.get("cursor"))',
+     "new": 'limit=None, after=a.get("cursor"))',
+     "only": "DHP-MCP-012"},
+    {"name": "no-id-prefixes", "file": "agents/mcp_tools.py",
+     "old": 'if "handoff_id" in args:  # a unique prefix names the handoff, as in the CLI',
+     "new": 'if False:',
+     "only": "DHP-MCP-013"},
+    {"name": "retried-complete-refused", "file": "agents/mcp_tools.py",
+     "old": "if stored is not None:  # a retry whose first answer was lost (DHP-MCP-014)",
+     "new": "if False:",
+     "only": "DHP-MCP-014"},
 ]
 
 
@@ -56,7 +68,8 @@ def failures(report: dict) -> list[str]:
 
 
 @pytest.mark.covers("DHP-MCP-001", "DHP-MCP-002", "DHP-MCP-003", "DHP-MCP-004", "DHP-MCP-005",
-                    "DHP-MCP-006", "DHP-MCP-007", "DHP-MCP-008", "DHP-MCP-009")
+                    "DHP-MCP-006", "DHP-MCP-007", "DHP-MCP-008", "DHP-MCP-009", "DHP-MCP-012",
+                    "DHP-MCP-013", "DHP-MCP-014")
 def test_dhp_mcp_is_certified_with_zero_findings(tmp_path):
     code, report, output = conform(tmp_path, "--quick")
     assert code == 0 and not failures(report), output[-4000:]
@@ -64,7 +77,8 @@ def test_dhp_mcp_is_certified_with_zero_findings(tmp_path):
     assert verdicts == {"mcp-server": "PASS"}
     checks = {r["check"] for r in report["results"]}
     assert {"mcp:tools", "mcp:errors", "mcp:lease-token", "mcp:session-heartbeat",
-            "mcp:session-end", "mcp:soak-kill9", "fencing:killed-owner"} <= checks
+            "mcp:session-end", "mcp:soak-kill9", "fencing:killed-owner", "mcp:pages-prefixes",
+            "mcp:complete-retry"} <= checks
     assert "fencing:recovery-time" not in checks  # a timing claim: bench/mcp_bench.py
     assert "mcp soak: 8/8 handoffs completed by 8 agents, 6 killed" in output
 
@@ -84,7 +98,7 @@ def test_the_profile_refuses_without_a_server_command(tmp_path):
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m["name"] for m in MUTANTS])
-@pytest.mark.covers("DHP-MCP-006", "DHP-MCP-009")
+@pytest.mark.covers("DHP-MCP-006", "DHP-MCP-009", "DHP-MCP-012", "DHP-MCP-013", "DHP-MCP-014")
 def test_planted_bug_in_the_server_is_caught(tmp_path, mutant):
     copy = tmp_path / "mutant"
     shutil.copytree(REPO / "reference" / "dhp", copy / "dhp")

@@ -341,7 +341,7 @@ def test_an_end_called_while_another_runs_returns_when_that_one_is_done(tmp_path
     from dhp import api
     from dhp.agents import mcp_sessions
 
-    session = mcp_sessions.AgentSession(str(tmp_path), ttl=30.0)
+    session = mcp_sessions.AgentSession(api.Store(tmp_path, ttl=30.0))
     hid = api.dispatch(session.store, "k", {}, SCHEMA)
     session.hold(api.claim(session.store, hid, "w", heartbeat_interval=0))
     orphan, started = mcp_sessions.operations.simple, threading.Event()
@@ -439,7 +439,7 @@ def http_client(url: str, token: str | None = None):
 def test_http_lifecycle_and_session_end(tmp_path, mode):
     """Over streamable HTTP (stateful in the handshake era, stateless in the 2026 era): the
     lifecycle, and a session that ends frees its leases for another client at once."""
-    proc, url = start_http(tmp_path, "--http", "127.0.0.1:0", "--session-timeout", "2")
+    proc, url = start_http(tmp_path, "--http", "127.0.0.1:0", "--agent-timeout", "2")
     try:
         async def go():
             async with Client(http_client(url), mode=mode, read_timeout_seconds=TIMEOUT) as a:

@@ -41,8 +41,27 @@ def problems_of(page: str) -> list[str]:
 def test_requirements_json_is_up_to_date():
     result = gen.build()
     assert not result.problems
-    assert gen.OUTPUT.read_text(encoding="utf-8") == gen.render(result.requirements), \
+    assert gen.OUTPUT.read_text(encoding="utf-8") == gen.render(result.requirements,
+                                                                result.retired), \
         "spec/requirements.json is stale: run tools/gen_requirements.py"
+
+
+def test_a_retired_statement_keeps_its_id_binds_nobody_and_names_its_successor():
+    new = '<a id="DHP-STM-002"></a>**DHP-STM-002** Claims MUST be fenced.\n\n'
+    retired = ('<a id="DHP-STM-001"></a>**DHP-STM-001** *Retired, replaced by '
+               '[DHP-STM-002](#DHP-STM-002):* ~~Claims MUST be fast.~~\n\n')
+    result = gen.extract({"test.md": retired + new})
+    assert not result.problems
+    assert [r["id"] for r in result.requirements] == ["DHP-STM-002"]
+    assert result.retired == [{"id": "DHP-STM-001", "replaced_by": ["DHP-STM-002"],
+                               "text": "Claims MUST be fast.", "page": "test.md",
+                               "anchor": "DHP-STM-001"}]
+    orphaned = retired.replace("DHP-STM-002", "DHP-STM-009")
+    assert any("must name the statements that replace it" in p
+               for p in gen.extract({"test.md": orphaned + new}).problems)
+    again = new.replace("DHP-STM-002", "DHP-STM-001")  # a retired ID is never reused
+    assert any("duplicate requirement ID DHP-STM-001" in p
+               for p in gen.extract({"test.md": retired + new + again}).problems)
 
 
 def test_check_mode_passes_on_the_real_spec():

@@ -565,7 +565,7 @@ def test_the_checkpoint_path_reads_rows_by_key_and_never_scans(tmp_path):
     store.close()
 
 
-@pytest.mark.covers("DHP-STM-009", "DHP-STM-010", "DHP-STM-011", "DHP-STM-012")
+@pytest.mark.covers("DHP-STM-009", "DHP-STM-011", "DHP-STM-012", "DHP-STM-013")
 def test_claim_next_takes_the_oldest_of_the_kinds(tmp_path):
     tick = TestClock(100.0)
     store = dhp.Store(tmp_path, clock=tick)

@@ -35,10 +35,11 @@ TASKS = textwrap.dedent('''
 ''')
 
 
-def start_pool(folder: Path, *args: str) -> subprocess.Popen:
+def start_pool(folder: Path, *args: str, python: tuple[str, ...] = ("-m", "dhp.cli.main")
+               ) -> subprocess.Popen:
     """Start `dhp worker user_tasks` and return once it logged its start line."""
     (folder / "user_tasks.py").write_text(TASKS)
-    pool = subprocess.Popen([sys.executable, "-m", "dhp.cli.main", "worker", "user_tasks",
+    pool = subprocess.Popen([sys.executable, *python, "worker", "user_tasks",
                              "--store", str(folder / "store"), "--create", *args],
                             cwd=folder, stderr=subprocess.PIPE, text=True)
     line = pool.stderr.readline()
@@ -100,6 +101,56 @@ def test_kill_9_of_a_pool_worker_resumes_from_the_last_checkpoint_without_a_supe
     assert f"(pid {victim}) ended by signal 9" in log
     assert f"fence=2 from checkpoint {result['resumed_at']}" in log
     assert log.count(" complete count.slow") == 1
+
+
+# The pool's CLI with prctl made unavailable: the children watch the parent's pipe instead.
+WITHOUT_PDEATHSIG = ("-c", "import sys; from dhp.worker import parent_watch; "
+                     "parent_watch.set_pdeathsig = lambda signal_number: False; "
+                     "from dhp.cli.main import main; sys.exit(main(sys.argv[1:]))")
+
+
+def children_of(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()]
+
+
+def gone(pid: int) -> bool:
+    """Ended, or a zombie waiting to be reaped by its new parent (it runs nothing)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc")
+@pytest.mark.parametrize("how", ["pdeathsig", "pipe"])
+def test_kill_9_of_the_pools_parent_ends_every_child_and_frees_its_work(tmp_path, how):
+    pool = start_pool(tmp_path, "--concurrency", "3", "--ttl", "60", "--grace", "60",
+                      **({"python": WITHOUT_PDEATHSIG} if how == "pipe" else {}))
+    store = dhp.Store(tmp_path / "store")
+    hid = dhp.dispatch(store, "count.slow", {"n": 400, "sleep": 0.05},
+                       {"type": "object", "required": ["n"]}, {"max_attempts": 5})
+    wait_for(lambda: dhp.status(store, hid)["checkpoints"]["count"] >= 2, what="checkpoints")
+    children = wait_for(lambda: (lambda c: len(c) == 3 and c)(children_of(pool.pid)),
+                        what="three children")
+    pool.send_signal(signal.SIGKILL)
+    pool.wait(60)
+    try:
+        wait_for(lambda: all(gone(c) for c in children), timeout=10,
+                 what="every child to end after its parent's kill -9")
+    finally:
+        for child in children:
+            if not gone(child):
+                os.kill(child, signal.SIGKILL)
+    # Nothing keeps taking work, and the busy child's handoff is free at once (given back,
+    # or its owner's liveness lock free), long before its 60 s lease would end. (With the
+    # pipe an idle sibling, signalled a moment later, may take the given-back handoff and
+    # give it back again: a fence more, no work lost.)
+    late = dhp.dispatch(store, "count.slow", {"n": 1, "sleep": 0}, {"type": "object"})
+    time.sleep(0.5)
+    assert dhp.status(store, late)["state"] == "pending"
+    ctx = dhp.recover(store, hid, "standby", heartbeat_interval=0)
+    assert ctx.fence >= 2 and ctx.last_checkpoint["i"] >= 2
 
 
 def test_sigterm_drains_running_work_after_the_grace_time(tmp_path):

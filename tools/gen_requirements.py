@@ -49,6 +49,8 @@ QUOTED_KEYWORD = re.compile(r'"(MUST NOT|SHALL NOT|SHOULD NOT|NOT RECOMMENDED|MU
 HEADING_RE = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 LIST_ITEM_RE = re.compile(r"^\s{0,3}([-*+]|\d+[.)])\s")
 FENCE_RE = re.compile(r"^\s*(```|~~~)")
+# A retired statement (spec/index.md): `*Retired, replaced by [DHP-X-NNN](...):* ~~old~~`.
+RETIRED_RE = re.compile(r"\*Retired, replaced by [^*]*\*")
 
 
 @dataclass
@@ -63,6 +65,7 @@ class Block:
 @dataclass
 class Result:
     requirements: list[dict] = field(default_factory=list)
+    retired: list[dict] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
 
@@ -156,6 +159,12 @@ def lint_block(block: Block, problems: list[str]) -> dict | None:
         return None
     if anchor != rid:
         problems.append(f"{where}: anchor {anchor!r} does not match requirement ID {rid}")
+    retired = RETIRED_RE.match(body)
+    if retired:  # kept for its anchor, binding nobody: no keyword rules apply
+        successors = list(dict.fromkeys(ID_RE.findall(retired.group(0))))
+        return {"id": rid, "retired": True, "replaced_by": successors,
+                "text": plain(body[retired.end():]).strip("~ "), "page": block.page,
+                "anchor": rid}
     body_visible = QUOTED_KEYWORD.sub("", CODE_SPAN.sub("", body))
     keywords = [LEVELS[k] for k in KEYWORD_RE.findall(body_visible)]
     if not keywords:
@@ -190,11 +199,20 @@ def extract(pages: dict[str, str]) -> Result:
                                        f"{entry['id']} (first in {seen[entry['id']]})")
                 continue
             seen[entry["id"]] = f"spec/{page}:{block.line}"
-            result.requirements.append(entry)
+            if entry.pop("retired", False):
+                result.retired.append(entry)
+            else:
+                result.requirements.append(entry)
     for where, rid in mentioned:
         if rid not in seen:
             result.problems.append(f"{where}: reference to undefined requirement {rid}")
+    live = {r["id"] for r in result.requirements}
+    for entry in result.retired:
+        if not entry["replaced_by"] or not set(entry["replaced_by"]) <= live:
+            result.problems.append(f"spec/{entry['page']}: retired {entry['id']} must name the "
+                                   "statements that replace it")
     result.requirements.sort(key=lambda r: r["id"])
+    result.retired.sort(key=lambda r: r["id"])
     return result
 
 
@@ -203,9 +221,11 @@ def read_pages(spec_dir: Path | None = None) -> dict[str, str]:
     return {p.name: p.read_text(encoding="utf-8") for p in sorted(spec_dir.glob("*.md"))}
 
 
-def render(requirements: list[dict]) -> str:
+def render(requirements: list[dict], retired: list[dict] | None = None) -> str:
     """The exact bytes of requirements.json: stable key order, sorted entries, final LF."""
     doc = {"dhp": PROTOCOL, "requirements": requirements}
+    if retired:
+        doc["retired"] = retired
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
@@ -227,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
             print(problem, file=sys.stderr)
         print(f"{len(result.problems)} spec lint problem(s)", file=sys.stderr)
         return 1
-    text = render(result.requirements)
+    text = render(result.requirements, result.retired)
     shown = OUTPUT.relative_to(ROOT) if OUTPUT.is_relative_to(ROOT) else OUTPUT
     if args.uncovered:
         sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -32,7 +32,12 @@ def load_requirements(path: Path = ROOT / "spec" / "requirements.json") -> dict[
     except (OSError, ValueError):
         return {}
     items = data.get("requirements", []) if isinstance(data, dict) else data
-    return {r["id"]: r for r in items if isinstance(r, dict) and "id" in r}
+    found = {r["id"]: r for r in items if isinstance(r, dict) and "id" in r}
+    # A report made before a statement was retired still names it: shown as retired.
+    for r in data.get("retired", []) if isinstance(data, dict) else []:
+        found[r["id"]] = dict(r, text=f"(retired, replaced by {', '.join(r['replaced_by'])}) "
+                                      f"{r['text']}")
+    return found
 
 
 def short(text: str, limit: int = LINE_CHARS) -> str:

@@ -93,3 +93,13 @@ class Session:
 
     async def tools(self) -> list[Any]:
         return list((await self.client.list_tools()).tools)
+
+    async def read(self, uri: str) -> str | None:
+        """The text of a resource, or None when the server refuses to read it."""
+        from mcp.shared.exceptions import MCPError
+
+        try:
+            result = await self.client.read_resource(uri)
+        except MCPError:
+            return None
+        return "".join(getattr(c, "text", "") for c in result.contents or [])

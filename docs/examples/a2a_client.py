@@ -5,6 +5,7 @@ end by polling the same task id, whatever happens to the workers doing it.
 """
 
 import asyncio
+import json
 import sys
 
 from a2a.client import ClientConfig, create_client
@@ -36,7 +37,11 @@ async def main(url, pages):
     print(f"task {task.id}: {TaskState.Name(task.status.state)}: "
           f"{task.status.message.parts[0].text}", flush=True)
     for artifact in task.artifacts:
-        print(f"artifact {artifact.name}: {get_data_parts(artifact.parts)[0]}", flush=True)
+        # the text part is the exact JSON (a data part's numbers are doubles: 12.0)
+        exact = [json.loads(p.text) for p in artifact.parts if p.media_type == "application/json"
+                 and p.HasField("text")]
+        shown = exact[0] if exact else get_data_parts(artifact.parts)[0]
+        print(f"artifact {artifact.name}: {json.dumps(shown)}", flush=True)
     await client.close()
     return 0 if task.status.state == TaskState.TASK_STATE_COMPLETED else 1
 

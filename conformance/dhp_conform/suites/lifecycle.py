@@ -228,17 +228,24 @@ def _import_checks(ctx: Ctx, text: str, states: list) -> None:
 
 
 def claim_next_order(ctx: Ctx) -> None:
-    """DHP-STM-009..012: claim_next takes the oldest dispatch first (an expired lease
-    included), parks a candidate whose budget forbids the claim and goes on, answers null
-    when nothing is claimable, and refuses an empty task_kinds."""
+    """DHP-STM-009..013: claim_next takes partly done work first (a released handoff with a
+    checkpoint, an expired lease), oldest dispatch first, then the other candidates oldest
+    first; it parks a candidate whose budget forbids the claim and goes on, answers null when
+    nothing is claimable, and refuses an empty task_kinds."""
     ttl = 0.3
     sc = ctx.scenario("claim-next", ttl=5.0)
     p = sc.spawn("p1")
     kind = f"conform.next.{ctx.rng.getrandbits(32)}"
     spent = dispatch(ctx, p, kind=kind, budget={"max_attempts": 1})
-    expired, pending = dispatch(ctx, p, kind=kind), dispatch(ctx, p, kind=kind)
+    older = dispatch(ctx, p, kind=kind)
+    worked, expired = dispatch(ctx, p, kind=kind), dispatch(ctx, p, kind=kind)
+    newer = dispatch(ctx, p, kind=kind)
     fence = ctx.need(take(ctx, p, spent), "claim")["fence"]
     ctx.need(write(p, "release", spent, fence), "release (its one attempt used)")
+    fence = ctx.need(take(ctx, p, worked), "claim")["fence"]
+    ctx.need(write(p, "checkpoint", worked, fence, state=state_mark(ctx, "worked")),
+             "checkpoint")
+    ctx.need(write(p, "release", worked, fence), "release with a checkpoint")
     ctx.need(take(ctx, p, expired, ttl=ttl), f"claim with a {ttl} s lease")
     time.sleep(ttl + 0.5)  # the lease is expired by any clock; nothing judges how late
 
@@ -248,24 +255,51 @@ def claim_next_order(ctx: Ctx) -> None:
                    f"(a candidate the budget forbids is parked and skipped)", reply)
         return reply, (reply.data or {}).get("handoff_id") if reply.ok else None
 
-    first, got = next_one("first claim_next")
-    ctx.expect("DHP-STM-010", got == expired, f"first claim_next took {got}, not the oldest "
-               f"claimable handoff (an expired lease dispatched before a pending one)", first)
-    st = _status(ctx, p, spent)
-    ctx.expect("DHP-STM-011", st["state"] == "dead_lettered",
-               f"the candidate whose attempts were used up is {st['state']} after claim_next, "
-               "not dead_lettered", first)
-    second, got = next_one("second claim_next")
-    ctx.expect("DHP-STM-010", got == pending, f"second claim_next took {got}, not the "
-               "pending handoff", second)
-    third = p.call("claim_next", {"task_kinds": [kind], "worker": p.worker})
-    ctx.expect("DHP-STM-009", third.ok and third.data is None,
+    order = (("first", worked, "the released handoff with a checkpoint (partly done, the "
+              "oldest of those)"),
+             ("second", expired, "the expired lease (partly done), before older fresh work"),
+             ("third", older, "the oldest fresh handoff (the exhausted one parked on the way)"),
+             ("fourth", newer, "the newer fresh handoff"))
+    for nth, want, what in order:
+        reply, got = next_one(f"{nth} claim_next")
+        ctx.expect("DHP-STM-013", got == want, f"{nth} claim_next took {got}, not {what}",
+                   reply)
+        if nth == "third":
+            st = _status(ctx, p, spent)
+            ctx.expect("DHP-STM-011", st["state"] == "dead_lettered",
+                       f"the candidate whose attempts were used up is {st['state']} after "
+                       "claim_next, not dead_lettered", reply)
+    last = p.call("claim_next", {"task_kinds": [kind], "worker": p.worker})
+    ctx.expect("DHP-STM-009", last.ok and last.data is None,
                "claim_next with only live claims and a parked handoff left must answer null",
-               third)
+               last)
     for bad in ([], [kind, 7]):
         ctx.expect_code("DHP-STM-012", p.call("claim_next", {"task_kinds": bad,
                                                              "worker": p.worker}),
                         "invalid_input", f"claim_next with task_kinds {bad!r}")
+
+
+def claim_next_dead_owner_first(ctx: Ctx) -> None:
+    """DHP-SCH-008: the handoff of an owner killed part way is taken by the next claim_next,
+    before a backlog of older fresh work (when the implementation detects dead owners)."""
+    if "liveness" not in ctx.features:
+        ctx.skip("DHP-SCH-008", "the adapter does not claim the feature liveness")
+        return
+    sc = ctx.scenario("claim-next-dead-owner", ttl=30.0)
+    p, doomed = sc.spawn("p1"), sc.spawn("doomed")
+    kind = f"conform.next.{ctx.rng.getrandbits(32)}"
+    backlog = [dispatch(ctx, p, kind=kind) for _ in range(5)]
+    hid = dispatch(ctx, p, kind=kind)
+    fence = ctx.need(take(ctx, doomed, hid), "claim")["fence"]
+    mark = state_mark(ctx, "half")
+    ctx.need(write(doomed, "checkpoint", hid, fence, state=mark), "checkpoint")
+    sc.kill(doomed)
+    time.sleep(0.5)  # a server store frees a dead session's lock a moment after the death
+    reply = p.call("claim_next", {"task_kinds": [kind], "worker": p.worker})
+    got = (reply.data or {}).get("handoff_id") if reply.ok else None
+    ctx.expect("DHP-SCH-008", got == hid,
+               f"claim_next took {got}, not the killed owner's handoff "
+               f"(before {len(backlog)} older fresh ones)", reply)
 
 
 def _sealed_record(hid: str, seq: int, prev: str, fence: int, state) -> dict:
@@ -360,9 +394,11 @@ CHECKS = [
                                          "DHP-CKP-003", "DHP-CKP-004", "DHP-CKP-005",
                                          "DHP-CKP-001"],
           log_roundtrip, feature="export_log"),
-    Check("lifecycle", "claim-next-order", ["DHP-STM-009", "DHP-STM-010", "DHP-STM-011",
-                                            "DHP-STM-012"], claim_next_order,
+    Check("lifecycle", "claim-next-order", ["DHP-STM-009", "DHP-STM-011", "DHP-STM-012",
+                                            "DHP-STM-013"], claim_next_order,
           feature="claim_next"),
+    Check("lifecycle", "claim-next-dead-owner-first", ["DHP-SCH-008"],
+          claim_next_dead_owner_first, feature="claim_next", timing=True),
     Check("lifecycle", "import-existing", ["DHP-LOG-010"], import_existing,
           feature="import_log"),
 ]

@@ -82,6 +82,13 @@ def _refused(ctx: Ctx, reply: ToolReply, code: str, what: str, rid: str) -> None
                    f"$defs/tool_error: {problems[:3]}")
 
 
+async def _claimed(ctx: Ctx, s: Session, worker: str) -> tuple[str, dict]:
+    """A new handoff claimed in session `s`: its id and the lease token."""
+    hid = _need(ctx, await s.call("dispatch", _dispatch_args(ctx)), "dispatch")["handoff_id"]
+    taken = _need(ctx, await s.call("claim", {"handoff_id": hid, "worker_id": worker}), "claim")
+    return hid, taken["lease"]
+
+
 # --- the checks -----------------------------------------------------------------------------
 
 def tools_and_results(ctx: Ctx) -> None:
@@ -223,11 +230,7 @@ def lease_token(ctx: Ctx) -> None:
 
     async def run() -> None:
         async with _session(ctx, argv, "a") as a, _session(ctx, argv, "b") as b:
-            hid = _need(ctx, await a.call("dispatch", _dispatch_args(ctx)),
-                        "dispatch")["handoff_id"]
-            taken = _need(ctx, await a.call("claim", {"handoff_id": hid, "worker_id": "w"}),
-                          "claim")
-            lease = taken["lease"]
+            hid, lease = await _claimed(ctx, a, "w")
             ctx.expect("DHP-MCP-005", set(lease) >= {"handoff_id", "worker_id", "fence"}
                        and lease["worker_id"] == "w" and lease["handoff_id"] == hid,
                        f"the claim returned the lease token {lease!r}")
@@ -326,6 +329,124 @@ def session_end(ctx: Ctx) -> None:
     asyncio.run(run())
 
 
+def _colliding(ctx: Ctx) -> list[dict]:
+    """Two dispatch arguments whose handoff ids (computed by the kit's own oracle) share their
+    first 4 hex digits: about 300 digests find a pair."""
+    seen: dict[str, dict] = {}
+    base = ctx.rng.getrandbits(40)
+    for n in range(100_000):
+        args = {"task_kind": "conform.mcp.ref", "inputs": {"n": base, "k": n},
+                "output_schema": SCHEMA, "budget": {}}
+        head = oracle.handoff_id(oracle.intent_of(args))[7:11]
+        if head in seen:
+            return [seen[head], args]
+        seen[head] = args
+    raise AssertionError("no two ids share 4 hex digits")  # not reachable: 65,536 heads
+
+
+def pages_and_prefixes(ctx: Ctx) -> None:
+    """list pages with a cursor (DHP-MCP-012); ids by unique prefix (DHP-MCP-013)."""
+    argv, _ = _argv(ctx, "pages-prefixes", 5.0)
+
+    async def run() -> None:
+        async with _session(ctx, argv, "a") as s:
+            kind = f"conform.mcp.page{ctx.rng.getrandbits(20)}"
+            made = []
+            for _ in range(5):
+                args = dict(_dispatch_args(ctx), task_kind=kind)
+                made.append(_need(ctx, await s.call("dispatch", args), "dispatch")["handoff_id"])
+            seen, cursor, pages = [], None, 0
+            while pages < 10:
+                args = {"task_kind": kind, "limit": 2, **({"cursor": cursor} if cursor else {})}
+                page = _need(ctx, await s.call("list", args), "list")
+                pages += 1
+                ctx.expect("DHP-MCP-012", len(page["handoffs"]) <= 2,
+                           f"list with limit 2 answered {len(page['handoffs'])} handoffs")
+                seen += [h["handoff_id"] for h in page["handoffs"]]
+                cursor = page.get("next_cursor")
+                if cursor is None:
+                    break
+            ctx.expect("DHP-MCP-012", seen == made[::-1],
+                       f"following next_cursor with limit 2 listed {len(seen)} handoffs in "
+                       f"{pages} pages, not the {len(made)} dispatched once each, newest first")
+            _refused(ctx, await s.call("list", {"cursor": "not-a-cursor-" + "z" * 8}),
+                     "invalid_input", "list with a cursor the server never issued",
+                     "DHP-MCP-012")
+            hid = made[0]
+            for ref in (hid[7:19], hid[:19]):
+                st = await s.call("status", {"handoff_id": ref})
+                ctx.expect("DHP-MCP-013", st.ok and st.content.get("handoff_id") == hid,
+                           f"status of the unique prefix {ref!r} did not answer {hid}: "
+                           f"{st.text[:200]}")
+            taken = await s.call("claim", {"handoff_id": hid[7:19], "worker_id": "p"})
+            ctx.expect("DHP-MCP-013", taken.ok and taken.content["lease"]["handoff_id"] == hid,
+                       f"claim by a unique prefix did not return a lease on the full id {hid}: "
+                       f"{taken.text[:200]}")
+            unknown = next(p for p in ("0000", "ffff", "0f0f")
+                           if not any(h[7:].startswith(p) for h in made)) + "abcd" * 3
+            missing = await s.call("status", {"handoff_id": unknown})
+            _refused(ctx, missing, "not_found", "status of a prefix no stored id starts",
+                     "DHP-MCP-013")
+            ctx.expect("DHP-MCP-013", missing.ok or unknown in missing.text,
+                       f"the not_found does not name the prefix {unknown!r}: "
+                       f"{missing.text[:200]}")
+            pair = []
+            for args in _colliding(ctx):
+                pair.append(_need(ctx, await s.call("dispatch", args), "dispatch")["handoff_id"])
+            if pair[0][7:11] != pair[1][7:11]:
+                ctx.record("DHP-MCP-013", False, f"the ids dispatched are not those of the "
+                           f"intents (DHP-ID-001), so no shared prefix could be made: {pair}")
+                return
+            both = await s.call("status", {"handoff_id": pair[0][7:11]})
+            _refused(ctx, both, "invalid_input", "status of a prefix two stored ids start",
+                     "DHP-MCP-013")
+            ctx.expect("DHP-MCP-013", both.ok or all(h in both.text for h in pair),
+                       f"the ambiguity error does not name the ids {pair}: {both.text[:300]}")
+            if await s.read(f"dhp://handoffs/{hid}/status") is not None:  # resources: SHOULD
+                got = await s.read(f"dhp://handoffs/{hid[7:19]}/status")
+                ctx.expect("DHP-MCP-013", got is not None and hid in got,
+                           f"the status resource by a unique prefix did not name {hid}")
+
+    asyncio.run(run())
+
+
+def complete_retry(ctx: Ctx) -> None:
+    """A complete retried in its session with the same result succeeds; anything else is
+    refused (DHP-MCP-014)."""
+    argv, _ = _argv(ctx, "complete-retry", 5.0)
+
+    async def run() -> None:
+        async with _session(ctx, argv, "a") as a, _session(ctx, argv, "b") as b:
+            hid, lease = await _claimed(ctx, a, "w")
+            result = {"total": ctx.rng.getrandbits(20)}
+            _need(ctx, await a.call("complete", {"lease": lease, "result": result}), "complete")
+            again = await a.call("complete", {"lease": lease, "result": result})
+            ctx.expect("DHP-MCP-014", again.ok and again.content.get("already_completed") is True
+                       and again.content.get("result") == result,
+                       "a complete retried in its session with the same lease and result was "
+                       f"not answered as a success with already_completed and the result: "
+                       f"{again.text[:200]}")
+            if again.ok:
+                problems = oracle.binding_errors("complete.result", again.content)
+                ctx.expect("DHP-MCP-002", not problems, f"complete (retry): {problems[:3]}")
+            other = await a.call("complete", {"lease": lease,
+                                              "result": {"total": result["total"] + 1}})
+            ctx.expect("DHP-MCP-014", not other.ok, "a complete of a completed handoff with "
+                       "another result was not refused")
+            stale = await a.call("complete", {"lease": dict(lease, fence=lease["fence"] + 1),
+                                              "result": result})
+            ctx.expect("DHP-MCP-014", not stale.ok, "a complete of a completed handoff with "
+                       "another fence was not refused")
+            foreign = await b.call("complete", {"lease": lease, "result": result})
+            ctx.expect("DHP-MCP-014", not foreign.ok, "a complete in another session with the "
+                       "completing token and result was not refused")
+            kept = _need(ctx, await b.call("result", {"handoff_id": hid}), "result")
+            ctx.expect("DHP-MCP-014", kept["result"] == result,
+                       f"the refused completes changed the result: {kept['result']!r}")
+
+    asyncio.run(run())
+
+
 def soak(ctx: Ctx) -> None:
     """Agents (bridge processes, one MCP session each) run handoffs while the kit SIGKILLs
     three in four of them, once each and at random moments, never restarting them: every
@@ -345,6 +466,8 @@ CHECKS = [
     Check("mcp", "tools", ["DHP-MCP-001", "DHP-MCP-002", "DHP-MCP-010"], tools_and_results),
     Check("mcp", "errors", ["DHP-MCP-003", "DHP-MCP-004", "DHP-MCP-005"], errors),
     Check("mcp", "lease-token", ["DHP-MCP-005", "DHP-MCP-009"], lease_token),
+    Check("mcp", "pages-prefixes", ["DHP-MCP-012", "DHP-MCP-013"], pages_and_prefixes),
+    Check("mcp", "complete-retry", ["DHP-MCP-014"], complete_retry),
     Check("mcp", "session-heartbeat", ["DHP-MCP-006"], session_heartbeat, timing=True),
     Check("mcp", "session-end", ["DHP-MCP-007", "DHP-MCP-008"], session_end, timing=True),
     Check("mcp", "soak-kill9", ["DHP-MCP-007", "DHP-CKP-009", "DHP-LSE-005"], soak),

@@ -14,19 +14,21 @@ import json
 import socket
 import sys
 from collections.abc import AsyncGenerator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from a2a.helpers.proto_helpers import get_data_parts
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import RequestHandler
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.routes import create_agent_card_routes
 from a2a.types.a2a_pb2 import (
     AgentCapabilities,
     AgentCard,
     AgentExtension,
     AgentInterface,
     AgentSkill,
+    HTTPAuthSecurityScheme,
     ListTasksResponse,
     Task,
     TaskArtifactUpdateEvent,
@@ -43,24 +45,38 @@ from starlette.applications import Starlette
 
 import dhp
 from dhp.agents.a2a_tasks import TERMINAL, TaskMap, plain_json, task_of
+from dhp.agents.a2a_wire import Principal, StrictBodies, invalid, jsonrpc_routes, principal_of
 from dhp.core.schemas import json_path, user_schema_validator
+from dhp.transport import http_guard, http_serve
+
+TOKEN_ENV = "DHP_A2A_TOKEN"
 
 SKILLS_EXTENSION = "urn:dhp:a2a:skills:1.0"  # the card's extension carrying input/output schemas
-POLL_S = 0.05             # how often a waiting request or stream reads the handoff's status
+BEARER = "bearer"          # the card's security scheme when tokens are configured
+POLL_S = 0.05              # how often a waiting request reads the handoff's status
+STREAM_POLL_S = 0.2        # how often a stream reads it (many streams: kept cheap)
 CHECKPOINT_UPDATE_S = 0.5  # at most one checkpoint-only status update per stream this often
+# A stream with nothing new repeats the current status this often (DHP-ATOA-003): the official
+# client's httpx.AsyncClient() reads with httpx's default 5 s timeout and gives up on a
+# quieter stream (A2AClientTimeoutError).
+KEEPALIVE_S = 2.0
+STREAM_THREADS = 2         # threads reading status for streams: requests keep the others
 INTENT_MEMBERS = {"task_kind", "inputs", "output_schema", "budget"}
 
 
 class DHPRequestHandler(RequestHandler):
-    """Every A2A method answered from the DHP store; the SDK does the JSON-RPC and SSE."""
+    """Every A2A method answered from the DHP store; the SDK does the JSON-RPC and SSE. Every
+    method sees only the caller's own tasks unless the caller holds an operator token
+    (DHP-ATOA-001): another's task id is answered as unknown."""
 
     def __init__(self, store: Any, tasks: TaskMap, skills: dict[str, dict]):
         self.store, self.tasks, self.skills = store, tasks, skills
+        self._streams = ThreadPoolExecutor(STREAM_THREADS, thread_name_prefix="dhp-a2a-stream")
 
     # --- reading a task -----------------------------------------------------------------------
 
-    def _task_sync(self, task_id: str) -> tuple[Task, dict]:
-        found = self.tasks.lookup(task_id)
+    def _task_sync(self, task_id: str, who: Principal) -> tuple[Task, dict]:
+        found = self.tasks.lookup(task_id, None if who.operator else who.name)
         if found is None:
             raise TaskNotFoundError(f"no task {task_id!r} on this agent")
         handoff_id, context_id = found
@@ -68,17 +84,26 @@ class DHPRequestHandler(RequestHandler):
         result = dhp.result(self.store, handoff_id) if status["state"] == "completed" else None
         return task_of(task_id, context_id, status, result), status
 
-    async def _task(self, task_id: str) -> tuple[Task, dict]:
-        return await asyncio.to_thread(self._task_sync, task_id)
+    async def _task(self, task_id: str, who: Principal, streaming: bool = False
+                    ) -> tuple[Task, dict]:
+        pool = self._streams if streaming else None
+        return await asyncio.get_running_loop().run_in_executor(
+            pool, self._task_sync, task_id, who)
 
     async def on_get_task(self, params, context: ServerCallContext) -> Task | None:
-        return (await self._task(params.id))[0]
+        return (await self._task(params.id, principal_of(context)))[0]
 
     async def on_list_tasks(self, params, context: ServerCallContext) -> ListTasksResponse:
+        who = principal_of(context)
+        if params.page_token and not params.page_token.isdigit():
+            raise invalid(dhp.InvalidInput(f"pageToken {params.page_token[:40]!r} is not one "
+                                           "this agent gave out (a nextPageToken)",
+                                           requirement="DHP-ATOA-005"))
         offset = int(params.page_token or 0)
-        size = params.page_size or 50
-        rows = await asyncio.to_thread(self.tasks.page, params.context_id, offset, size + 1)
-        tasks = [(await self._task(task_id))[0] for task_id, _, _ in rows[:size]]
+        size = min(max(params.page_size, 0) or 50, 100)
+        rows = await asyncio.to_thread(self.tasks.page, None if who.operator else who.name,
+                                       params.context_id, offset, size + 1)
+        tasks = [(await self._task(task_id, who))[0] for task_id, _, _ in rows[:size]]
         if params.status:
             tasks = [t for t in tasks if t.status.state == params.status]
         more = str(offset + size) if len(rows) > size else ""
@@ -86,96 +111,108 @@ class DHPRequestHandler(RequestHandler):
 
     # --- sending a message: dispatch ----------------------------------------------------------
 
-    def _intent(self, message) -> dict:
+    def _intent(self, message, who: Principal) -> dict:
         if message.task_id:
-            if self.tasks.lookup(message.task_id) is None:
+            if self.tasks.lookup(message.task_id, None if who.operator else who.name) is None:
                 raise TaskNotFoundError(f"no task {message.task_id!r} on this agent")
             raise InvalidParamsError(
-                f"task {message.task_id} takes no further input: a DHP handoff's intent is "
-                "fixed when it is dispatched; send a new message without a task id")
+                f"invalid_input: task {message.task_id} takes no further input: a DHP "
+                "handoff's intent is fixed when it is dispatched; send a new message without a "
+                "task id")
         data = [plain_json(d) for d in get_data_parts(message.parts)]
         intents = [d for d in data if isinstance(d, dict) and "task_kind" in d]
         if len(intents) != 1:
-            raise InvalidParamsError(
+            found = (f"found {len(intents)} data parts with task_kind" if intents else
+                     "the data part has no task_kind member" if data else
+                     "the message has no data part")
+            raise invalid(dhp.InvalidInput(
                 "a message to a DHP agent needs exactly one data part holding "
-                "{task_kind, inputs, output_schema[, budget]}"
-                + (f"; found {len(intents)}" if intents else "; found none"))
+                f"{{task_kind, inputs, output_schema[, budget]}}; {found}",
+                requirement="DHP-ATOA-005"))
         intent = intents[0]
         extra = set(intent) - INTENT_MEMBERS
         if extra:
-            raise InvalidParamsError(f"unknown member(s) {sorted(extra)} in the data part; "
-                                     f"allowed: {sorted(INTENT_MEMBERS)}")
+            raise invalid(dhp.InvalidInput(f"unknown member(s) {sorted(extra)} in the data "
+                                           f"part; allowed: {sorted(INTENT_MEMBERS)}"))
         kind = intent["task_kind"]
-        skill = self.skills.get(kind)
+        skill = self.skills.get(kind) if isinstance(kind, str) else None
         if self.skills and skill is None:
-            raise InvalidParamsError(f"unknown task_kind {kind!r}: this agent accepts "
-                                     f"{', '.join(sorted(self.skills))}")
+            raise invalid(dhp.InvalidInput(f"unknown task_kind {kind!r}: this agent accepts "
+                                           f"{', '.join(sorted(self.skills))}"))
         if "output_schema" not in intent and skill and "output_schema" in skill:
             intent["output_schema"] = skill["output_schema"]
         for member in ("inputs", "output_schema"):
             if not isinstance(intent.get(member), dict):
-                raise InvalidParamsError(f"the data part's {member!r} must be a JSON object")
+                raise invalid(dhp.InvalidInput(f"the data part's {member!r} must be a JSON "
+                                               "object"))
         if skill and "input_schema" in skill:
             problem = next(user_schema_validator(skill["input_schema"])
                            .iter_errors(intent["inputs"]), None)
             if problem is not None:
-                raise InvalidParamsError(f"inputs for {kind!r} do not match the skill's input "
-                                         f"schema at {json_path(problem)}: {problem.message}")
+                raise invalid(dhp.InvalidInput(
+                    f"inputs for {kind!r} do not match the skill's input schema at "
+                    f"{json_path(problem)}: {problem.message}"))
         return intent
 
-    def _dispatch_sync(self, message) -> str:
-        intent = self._intent(message)
+    def _dispatch_sync(self, message, who: Principal) -> str:
+        intent = self._intent(message, who)
         try:
             handoff_id = dhp.dispatch(self.store, intent["task_kind"], intent["inputs"],
                                       intent["output_schema"], intent.get("budget"))
         except dhp.InvalidInput as e:
-            raise InvalidParamsError(str(e)) from e
-        task_id, _ = self.tasks.bind(handoff_id, message.context_id or None)
+            raise invalid(e) from e
+        task_id, _ = self.tasks.bind(handoff_id, who.name, message.context_id or None)
         return task_id
 
     async def on_message_send(self, params, context: ServerCallContext) -> Task:
-        task_id = await asyncio.to_thread(self._dispatch_sync, params.message)
+        who = principal_of(context)
+        task_id = await asyncio.to_thread(self._dispatch_sync, params.message, who)
         if params.configuration.return_immediately:
-            return (await self._task(task_id))[0]
-        async for task, status in self._watch(task_id):
+            return (await self._task(task_id, who))[0]
+        async for task, status in self._watch(task_id, who, POLL_S):
             if status["state"] in TERMINAL:
                 return task
         raise AssertionError("unreachable: _watch ends only at a terminal state")
 
     async def on_message_send_stream(self, params, context: ServerCallContext
                                      ) -> AsyncGenerator[Any]:
-        task_id = await asyncio.to_thread(self._dispatch_sync, params.message)
-        async for event in self._stream(task_id):
+        who = principal_of(context)
+        task_id = await asyncio.to_thread(self._dispatch_sync, params.message, who)
+        async for event in self._stream(task_id, who):
             yield event
 
     async def on_subscribe_to_task(self, params, context: ServerCallContext
                                    ) -> AsyncGenerator[Any]:
-        async for event in self._stream(params.id):
+        async for event in self._stream(params.id, principal_of(context)):
             yield event
 
     # --- following a handoff ------------------------------------------------------------------
 
-    async def _watch(self, task_id: str) -> AsyncGenerator[tuple[Task, dict]]:
-        """(task, status) every time the handoff's owner, fence, state or chain moved; ends
-        after the terminal state."""
-        seen = None
+    async def _watch(self, task_id: str, who: Principal, poll_s: float,
+                     keepalive_s: float | None = None) -> AsyncGenerator[tuple[Task, dict]]:
+        """(task, status) every time the handoff's owner, fence, state or chain moved, and
+        every keepalive_s while nothing did; ends after the terminal state."""
+        loop = asyncio.get_running_loop()
+        seen, said = None, 0.0
         while True:
-            task, status = await self._task(task_id)
+            task, status = await self._task(task_id, who, streaming=keepalive_s is not None)
             mark = (status["state"], status["owner"], status["fence"],
                     status["checkpoints"]["count"])
-            if mark != seen:
-                seen = mark
+            now = loop.time()
+            if mark != seen or keepalive_s is not None and now - said >= keepalive_s:
+                seen, said = mark, now
                 yield task, status
             if status["state"] in TERMINAL:
                 return
-            await asyncio.sleep(POLL_S)
+            await asyncio.sleep(poll_s)
 
-    async def _stream(self, task_id: str) -> AsyncGenerator[Any]:
+    async def _stream(self, task_id: str, who: Principal) -> AsyncGenerator[Any]:
         """The task first, then a status update per claim, recover and state change (and per
-        checkpoint, at most every CHECKPOINT_UPDATE_S), the result artifact, the final state."""
+        checkpoint, at most every CHECKPOINT_UPDATE_S), the result artifact, the final state;
+        while nothing changes, the current status again every KEEPALIVE_S (DHP-ATOA-003)."""
         loop = asyncio.get_running_loop()
         first, last_sent, last_mark = True, 0.0, None
-        async for task, status in self._watch(task_id):
+        async for task, status in self._watch(task_id, who, STREAM_POLL_S, KEEPALIVE_S):
             mark = (status["state"], status["owner"], status["fence"])
             now = loop.time()
             if first:
@@ -184,7 +221,7 @@ class DHPRequestHandler(RequestHandler):
                 if status["state"] not in TERMINAL:
                     continue
             elif (mark == last_mark and status["state"] not in TERMINAL
-                  and now - last_sent < CHECKPOINT_UPDATE_S):
+                  and now - last_sent < min(CHECKPOINT_UPDATE_S, KEEPALIVE_S)):
                 continue  # a checkpoint only: rate-limited
             last_sent, last_mark = now, mark
             if status["state"] == "completed":
@@ -195,16 +232,20 @@ class DHPRequestHandler(RequestHandler):
 
     # --- cancel ---------------------------------------------------------------------------------
 
-    def _cancel_sync(self, task_id: str) -> Task:
-        task, status = self._task_sync(task_id)
+    def _cancel_sync(self, task_id: str, who: Principal) -> Task:
+        task, status = self._task_sync(task_id, who)
         if status["state"] in ("completed", "dead_lettered"):
             raise TaskNotCancelableError(f"task {task_id} is {status['state']}; only live work "
                                          "can be cancelled")
+        if not who.operator and self.tasks.others(status["handoff_id"], who.name):
+            raise TaskNotCancelableError(
+                f"task {task_id}'s handoff was also sent by another client (the same intent); "
+                "only an operator may cancel shared work (DHP-ATOA-002)")
         dhp.cancel(self.store, status["handoff_id"])  # the worker learns at its next write
-        return self._task_sync(task_id)[0]
+        return self._task_sync(task_id, who)[0]
 
     async def on_cancel_task(self, params, context: ServerCallContext) -> Task | None:
-        return await asyncio.to_thread(self._cancel_sync, params.id)
+        return await asyncio.to_thread(self._cancel_sync, params.id, principal_of(context))
 
     # --- what the bridge does not offer -------------------------------------------------------
 
@@ -219,9 +260,10 @@ class DHPRequestHandler(RequestHandler):
         raise UnsupportedOperationError("this agent has no extended card")
 
 
-def agent_card(url: str, skills: dict[str, dict]) -> AgentCard:
+def agent_card(url: str, skills: dict[str, dict], bearer: bool = False) -> AgentCard:
     """The card: one skill per accepted task kind; the schemas ride in a DHP extension (an
-    A2A skill has no schema fields)."""
+    A2A skill has no schema fields). With tokens configured it declares an HTTP bearer
+    security scheme and requires it (DHP-ATOA-001), so the SDK's AuthInterceptor sends it."""
     listed = skills or {"*": {"description": "any task kind: the data part names it"}}
     card = AgentCard(
         name="DHP durable handoff bridge",
@@ -242,13 +284,19 @@ def agent_card(url: str, skills: dict[str, dict]) -> AgentCard:
     extension.params.update({kind: {k: v for k, v in spec.items() if k.endswith("_schema")}
                              for kind, spec in skills.items()})
     card.capabilities.extensions.append(extension)
+    if bearer:
+        card.security_schemes[BEARER].http_auth_security_scheme.CopyFrom(HTTPAuthSecurityScheme(
+            scheme="Bearer", description="a token the operator of this agent gave you; "
+                                         "each token is its own principal"))
+        card.security_requirements.add().schemes[BEARER].SetInParent()
     return card
 
 
-def build_app(store: Any, tasks: TaskMap, url: str, skills: dict[str, dict]) -> Starlette:
+def build_app(store: Any, tasks: TaskMap, url: str, skills: dict[str, dict],
+              bearer: bool = False) -> Starlette:
     handler = DHPRequestHandler(store, tasks, skills)
-    routes = [*create_agent_card_routes(agent_card(url, skills)),
-              *create_jsonrpc_routes(handler, rpc_url="/")]
+    routes = [*create_agent_card_routes(agent_card(url, skills, bearer)),
+              *jsonrpc_routes(handler, rpc_url="/")]
     return Starlette(routes=routes)
 
 
@@ -273,22 +321,12 @@ def load_skills(path: str | None) -> dict[str, dict]:
     return skills
 
 
-def _listen(bind: str) -> socket.socket:
-    host, _, port = bind.rpartition(":")
-    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise dhp.InvalidInput(f"--bind {bind!r}: give HOST:PORT with a port in 0..65535")
-    sock = socket.create_server((host, int(port)))
-    sock.set_inheritable(True)
-    return sock
-
-
-def main(argv: list[str] | None = None) -> int:
-    import uvicorn
-
-    from dhp.core.exit_codes import EXIT_MEANINGS, epilog, exit_code
+def _parser() -> argparse.ArgumentParser:
+    from dhp.core.exit_codes import EXIT_MEANINGS, epilog
 
     p = argparse.ArgumentParser(
-        prog="dhp-a2a", description="An A2A server whose tasks are DHP handoffs.",
+        prog="dhp-a2a", description="An A2A server whose tasks are DHP handoffs. Off loopback "
+                                    f"a token is required: {TOKEN_ENV}=... or --token-file F.",
         epilog=epilog(["dhp-a2a --store ./data --bind 127.0.0.1:8470 --skills skills.json",
                        "dhp-a2a --store 'postgresql://dhp@db/jobs?schema=dhp' "
                        "--tasks-db ./a2a-tasks.sqlite3 --create"],
@@ -305,23 +343,83 @@ def main(argv: list[str] | None = None) -> int:
                                     "output_schema}; without it any task kind is accepted")
     p.add_argument("--tasks-db", help="the A2A task map (SQLite file); default "
                                       "STORE/a2a-tasks.sqlite3 for a folder store")
-    args = p.parse_args(argv)
+    http_guard.add_access_options(p, TOKEN_ENV)
+    limits = http_guard.Limits()
+    p.add_argument("--read-timeout", type=_positive_float, default=limits.read_timeout,
+                   metavar="SECONDS", help="a request's headers and body must arrive within "
+                   f"this (default {limits.read_timeout:g})")
+    p.add_argument("--idle-timeout", type=_positive_float, default=limits.idle_timeout,
+                   metavar="SECONDS", help="an unused keep-alive connection is closed after "
+                   f"this (default {limits.idle_timeout:g})")
+    for name, default, what in (
+            ("max-connections", limits.max_connections, "connections at once"),
+            ("max-connections-per-address", limits.max_connections_per_address,
+             "connections at once from one address"),
+            ("max-streams", limits.max_streams, "open requests and streams at once"),
+            ("max-streams-per-address", limits.max_streams_per_address,
+             "open requests and streams at once from one address")):
+        p.add_argument(f"--{name}", type=_positive_int, default=default, metavar="N",
+                       help=f"the most {what} (default {default})")
+    return p
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"want a positive whole number, not {text!r}")
+    return int(text)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"want a positive number of seconds, not {text!r}")
+    return value
+
+
+def _listen(bind: str) -> socket.socket:
+    host, _, port = bind.rpartition(":")
+    host = host.strip("[]")
+    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise dhp.InvalidInput(f"--bind {bind!r}: give HOST:PORT with a port in 0..65535")
+    sock = socket.create_server((host, int(port)),
+                                family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.set_inheritable(True)
+    return sock
+
+
+def main(argv: list[str] | None = None) -> int:
+    from dhp.core.exit_codes import exit_code
+
+    args = _parser().parse_args(argv)
     try:
         skills = load_skills(args.skills)
         if args.tasks_db is None and "://" in args.store:
             raise dhp.InvalidInput("--tasks-db is needed when --store is a URL")
+        host = args.bind.rpartition(":")[0].strip("[]")
+        # before anything is opened: off loopback without a token is refused (DHP-SEC-009)
+        access = http_guard.access_from(args, host, TOKEN_ENV, "dhp-a2a")
+        sock = _listen(args.bind)
         store = dhp.Store(args.store, create=args.create)
         tasks = TaskMap(args.tasks_db or Path(args.store) / "a2a-tasks.sqlite3")
-        sock = _listen(args.bind)
     except (dhp.DHPError, OSError) as e:
         print(f"dhp-a2a: error: {e}", file=sys.stderr)
         return exit_code(e) if isinstance(e, dhp.DHPError) else 2
-    host, port = sock.getsockname()[:2]
-    url = f"http://{host}:{port}/"
-    print(f"dhp-a2a: serving {url} (agent card at {url}.well-known/agent-card.json)",
+    limits = http_guard.Limits(read_timeout=args.read_timeout, idle_timeout=args.idle_timeout,
+                               max_connections=args.max_connections,
+                               max_connections_per_address=args.max_connections_per_address,
+                               max_streams=args.max_streams,
+                               max_streams_per_address=args.max_streams_per_address)
+    bound = sock.getsockname()
+    shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+    url = f"http://{shown}:{bound[1]}/"
+    print(f"dhp-a2a: serving {url} (agent card at {url}.well-known/agent-card.json"
+          f"{'; bearer token required' if access.needs_token else ''})",
           file=sys.stderr, flush=True)
-    config = uvicorn.Config(build_app(store, tasks, url, skills), log_level="warning")
-    uvicorn.Server(config).run(sockets=[sock])
+    app = StrictBodies(build_app(store, tasks, url, skills, bearer=access.needs_token))
+    http_serve.serve(app, sock, access, limits)
     return 0
 
 

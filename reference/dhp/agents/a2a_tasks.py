@@ -8,6 +8,7 @@ is built afresh from the handoff's status, so it can never drift from the store.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 import time
@@ -16,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from a2a.helpers.proto_helpers import new_data_artifact, new_data_part, new_text_part
-from a2a.types.a2a_pb2 import Message, Role, Task, TaskState, TaskStatus
+from a2a.types.a2a_pb2 import Message, Part, Role, Task, TaskState, TaskStatus
+
+from dhp.transport.http_guard import LOCAL
 
 # DHP state -> A2A task state (docs: the A2A binding page).
 A2A_STATE = {
@@ -33,8 +36,10 @@ HANDOFF_KEY = "dhp_handoff_id"  # in Task.metadata: the handoff behind the task
 
 
 class TaskMap:
-    """A2A task id <-> handoff id, one task per handoff (so the same intent sent twice is the
-    same task), in SQLite with WAL so several bridge processes may share the file."""
+    """A2A task id <-> (handoff id, principal), in SQLite with WAL so several bridge processes
+    may share the file. A task belongs to the principal that sent it (DHP-SEC-009): the same
+    intent sent again by that principal is the same task, by another principal a task of its
+    own bound to the same handoff (so no principal learns another's task id)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -42,34 +47,76 @@ class TaskMap:
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
                                    timeout=30)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS a2a_tasks (task_id TEXT PRIMARY KEY, "
-            "handoff_id TEXT NOT NULL UNIQUE, context_id TEXT NOT NULL, created REAL NOT NULL)")
+        self._migrate()
 
-    def bind(self, handoff_id: str, context_id: str | None) -> tuple[str, str]:
-        """The task of this handoff: the one already bound, or a new one."""
+    def _migrate(self) -> None:
+        """Create the table, or give a map file of the previous layout (one task per handoff,
+        no principal) its principal column: its tasks become the loopback principal's."""
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            columns = [row[1] for row in db.execute("PRAGMA table_info(a2a_tasks)")]
+            if columns and "principal" not in columns:
+                db.execute("ALTER TABLE a2a_tasks RENAME TO a2a_tasks_v1")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS a2a_tasks (task_id TEXT PRIMARY KEY, "
+                "handoff_id TEXT NOT NULL, principal TEXT NOT NULL, context_id TEXT NOT NULL, "
+                "created REAL NOT NULL, UNIQUE (handoff_id, principal))")
+            db.execute("CREATE INDEX IF NOT EXISTS a2a_tasks_by_principal "
+                       "ON a2a_tasks (principal, created)")
+            if columns and "principal" not in columns:
+                db.execute("INSERT INTO a2a_tasks SELECT task_id, handoff_id, ?, context_id, "
+                           "created FROM a2a_tasks_v1", (LOCAL,))
+                db.execute("DROP TABLE a2a_tasks_v1")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def bind(self, handoff_id: str, principal: str, context_id: str | None) -> tuple[str, str]:
+        """The principal's task of this handoff: the one already bound, or a new one."""
         with self._lock:
             self._db.execute(
-                "INSERT OR IGNORE INTO a2a_tasks VALUES (?, ?, ?, ?)",
-                (str(uuid.uuid4()), handoff_id, context_id or str(uuid.uuid4()), time.time()))
+                "INSERT OR IGNORE INTO a2a_tasks VALUES (?, ?, ?, ?, ?)",
+                (str(uuid.uuid4()), handoff_id, principal, context_id or str(uuid.uuid4()),
+                 time.time()))
             task_id, context = self._db.execute(
-                "SELECT task_id, context_id FROM a2a_tasks WHERE handoff_id = ?",
-                (handoff_id,)).fetchone()
+                "SELECT task_id, context_id FROM a2a_tasks WHERE handoff_id = ? "
+                "AND principal = ?", (handoff_id, principal)).fetchone()
         return task_id, context
 
-    def lookup(self, task_id: str) -> tuple[str, str] | None:
-        """(handoff id, context id) of a task, or None."""
+    def lookup(self, task_id: str, principal: str | None) -> tuple[str, str] | None:
+        """(handoff id, context id) of a task of `principal` (None: of anyone), or None."""
         with self._lock:
-            return self._db.execute(
-                "SELECT handoff_id, context_id FROM a2a_tasks WHERE task_id = ?",
+            row = self._db.execute(
+                "SELECT handoff_id, context_id, principal FROM a2a_tasks WHERE task_id = ?",
                 (task_id,)).fetchone()
+        if row is None or principal is not None and row[2] != principal:
+            return None
+        return row[0], row[1]
 
-    def page(self, context_id: str, offset: int, limit: int) -> list[tuple[str, str, str]]:
-        """(task id, handoff id, context id), oldest first, optionally of one context."""
-        where, args = ("WHERE context_id = ?", [context_id]) if context_id else ("", [])
+    def others(self, handoff_id: str, principal: str) -> int:
+        """How many tasks of other principals are bound to this handoff."""
         with self._lock:
             return self._db.execute(
-                f"SELECT task_id, handoff_id, context_id FROM a2a_tasks {where} "
+                "SELECT count(*) FROM a2a_tasks WHERE handoff_id = ? AND principal != ?",
+                (handoff_id, principal)).fetchone()[0]
+
+    def page(self, principal: str | None, context_id: str, offset: int,
+             limit: int) -> list[tuple[str, str, str]]:
+        """(task id, handoff id, context id) of `principal`'s tasks (None: everyone's), oldest
+        first, optionally of one context."""
+        where, args = [], []
+        if principal is not None:
+            where.append("principal = ?")
+            args.append(principal)
+        if context_id:
+            where.append("context_id = ?")
+            args.append(context_id)
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        with self._lock:
+            return self._db.execute(
+                f"SELECT task_id, handoff_id, context_id FROM a2a_tasks {clause} "
                 "ORDER BY created, task_id LIMIT ? OFFSET ?", [*args, limit, offset]).fetchall()
 
     def close(self) -> None:
@@ -115,10 +162,17 @@ def task_of(task_id: str, context_id: str, status: dict, result: Any = None,
 
 
 def result_artifact(handoff_id: str, result: Any):
-    """The result record as an artifact; its id is stable so a client sees one artifact."""
-    return new_data_artifact("result", result, media_type="application/json",
-                             description="the handoff's result, valid against its output schema",
-                             artifact_id=f"{handoff_id}/result")
+    """The result record as an artifact; its id is stable so a client sees one artifact. Its
+    data part is a protobuf Value, whose numbers are doubles, so it is followed by the same
+    result as JSON text (`application/json`): exact, integers included, for any client."""
+    artifact = new_data_artifact("result", result, media_type="application/json",
+                                 description="the handoff's result, valid against its output "
+                                             "schema; the text part is the exact JSON",
+                                 artifact_id=f"{handoff_id}/result")
+    artifact.parts.append(Part(text=json.dumps(result, ensure_ascii=False,
+                                               separators=(",", ":")),
+                               media_type="application/json"))
+    return artifact
 
 
 def plain_json(value: Any) -> Any:

@@ -1,6 +1,12 @@
 """`dhp-mcp`: the DHP MCP server. Over stdio by default (the client starts it as a subprocess:
 one process, one session); `--http HOST:PORT` serves the SDK's streamable HTTP transport, one
-session per MCP session id, with a bearer token required off loopback.
+session per MCP session id, with a bearer token required off loopback, the Host and Origin
+checked on loopback, and caps on connections, open requests and sessions (in total and per
+client address).
+
+Over HTTP an agent is alive while its event stream (the GET the official clients keep open)
+is open; when it closes, the agent's leases are recoverable at once. A client that keeps no
+stream open must call a tool at least every --agent-timeout seconds (DHP-MCP-020).
 
 Exit codes: the table every DHP command shares (dhp.core.exit_codes; --help shows it).
 """
@@ -9,22 +15,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hmac
-import ipaddress
+import json
 import os
 import select
 import signal
 import socket
 import sys
 import threading
-from pathlib import Path
+import time
 from typing import Any
 
 from dhp.agents.mcp_sessions import AgentSession, SessionTable
 from dhp.core.errors import DHPError
 from dhp.core.exit_codes import EXIT_MEANINGS, epilog, exit_code
+from dhp.transport import http_guard
 
 DEFAULT_SESSION_TIMEOUT = 600.0
+DEFAULT_AGENT_TIMEOUT = 8.0  # DHP-MCP-020's bound for a session without an event stream
+REAP_S = 0.25
 TOKEN_ENV = "DHP_MCP_TOKEN"
 
 
@@ -49,13 +57,40 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--http", metavar="HOST:PORT",
                    help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio "
                         "(port 0 picks a free one; the address is printed on stderr)")
-    p.add_argument("--token-file", type=Path,
-                   help=f"bearer token for --http (or the environment variable {TOKEN_ENV}); "
-                        "required unless HOST is a loopback address")
-    p.add_argument("--session-timeout", type=float, default=DEFAULT_SESSION_TIMEOUT,
-                   help="--http: a session with no request for this many seconds ends and its "
-                        f"leases become recoverable (default {DEFAULT_SESSION_TIMEOUT:g})")
+    http = p.add_argument_group("streamable HTTP (--http)")
+    http_guard.add_access_options(http, TOKEN_ENV)
+    http.add_argument("--agent-timeout", type=float, default=DEFAULT_AGENT_TIMEOUT,
+                      help="a session with no open event stream and no request for this many "
+                           "seconds counts as a dead agent: its leases become recoverable "
+                           f"(default {DEFAULT_AGENT_TIMEOUT:g})")
+    http.add_argument("--session-timeout", type=float, default=DEFAULT_SESSION_TIMEOUT,
+                      help="the server forgets a session unused for this many seconds "
+                           f"(default {DEFAULT_SESSION_TIMEOUT:g})")
+    limits = http_guard.Limits()
+    http.add_argument("--read-timeout", type=float, default=limits.read_timeout,
+                      metavar="SECONDS", help="a request's headers and body must arrive "
+                      f"within this (default {limits.read_timeout:g})")
+    http.add_argument("--idle-timeout", type=float, default=limits.idle_timeout,
+                      metavar="SECONDS", help="an unused keep-alive connection is closed "
+                      f"after this (default {limits.idle_timeout:g})")
+    for name, default, what in (
+            ("max-sessions", 256, "MCP sessions open at once"),
+            ("max-sessions-per-address", 64, "MCP sessions open at once from one address"),
+            ("max-connections", limits.max_connections, "connections at once"),
+            ("max-connections-per-address", limits.max_connections_per_address,
+             "connections at once from one address"),
+            ("max-streams", limits.max_streams, "open requests and event streams at once"),
+            ("max-streams-per-address", limits.max_streams_per_address,
+             "open requests and event streams at once from one address")):
+        http.add_argument(f"--{name}", type=_positive_int, default=default, metavar="N",
+                          help=f"the most {what} (default {default})")
     return p
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"want a positive whole number, not {text!r}")
+    return int(text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,10 +105,10 @@ def main(argv: list[str] | None = None) -> int:
         from dhp.store import Store
 
         # Before serving: a mistyped --root is not_found, never a new empty store.
-        Store(args.root, create=args.create).close()
+        store = Store(args.root, create=args.create, **({"ttl": args.ttl} if args.ttl else {}))
         if args.http:
-            return serve_http(args)
-        return serve_stdio(args.root, args.ttl)
+            return serve_http(args, store)
+        return serve_stdio(store)
     except DHPError as exc:
         print(f"dhp-mcp: error: {exc}", file=sys.stderr)
         return exit_code(exc)
@@ -81,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
 
 # --- stdio ----------------------------------------------------------------------------------
 
-def serve_stdio(root: str, ttl: float | None) -> int:
+def serve_stdio(store: Any) -> int:
     """One client, one session: it ends when the client closes stdin (or dies), and on
     SIGTERM; then its leases become recoverable at once (DHP-MCP-007)."""
     import anyio
@@ -89,7 +124,7 @@ def serve_stdio(root: str, ttl: float | None) -> int:
 
     from dhp.agents import mcp_server
 
-    session = AgentSession(root, ttl=ttl)
+    session = AgentSession(store)
     server = mcp_server.build(lambda ctx, purpose, arguments: (session, _nothing))
     # The client's end of stdin closing is the session's end: seen by a thread at once,
     # rather than after the SDK's loop has wound down (DHP-MCP-007).
@@ -105,6 +140,7 @@ def serve_stdio(root: str, ttl: float | None) -> int:
         anyio.run(run)
     finally:
         session.end()
+        store.close()
     return 0
 
 
@@ -132,26 +168,32 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
 
 # --- streamable HTTP -------------------------------------------------------------------------
 
-def serve_http(args: argparse.Namespace) -> int:
-    import uvicorn
+def serve_http(args: argparse.Namespace, store: Any) -> int:
+    from mcp.server.transport_security import TransportSecuritySettings
 
     from dhp.agents import mcp_server
+    from dhp.transport import http_serve
 
     host, _, port = args.http.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
-    if not port.isdigit():
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
         print(f"dhp-mcp: --http wants HOST:PORT, not {args.http!r}", file=sys.stderr)
         return 2
-    token = _token(args.token_file)
-    if token is None and not _loopback(host):
-        print(f"dhp-mcp: serving on {host}, off loopback, needs a bearer token: give "
-              f"--token-file FILE or set {TOKEN_ENV}", file=sys.stderr)
+    for name in ("session_timeout", "agent_timeout", "read_timeout", "idle_timeout"):
+        if not getattr(args, name) > 0:
+            print(f"dhp-mcp: --{name.replace('_', '-')} must be positive", file=sys.stderr)
+            return 2
+    try:
+        access = http_guard.access_from(args, host, TOKEN_ENV, "dhp-mcp")
+    except DHPError as exc:
+        print(f"dhp-mcp: {exc}", file=sys.stderr)
         return 2
-    if args.session_timeout <= 0:
-        print("dhp-mcp: --session-timeout must be positive", file=sys.stderr)
-        return 2
-    table = SessionTable(args.root, ttl=args.ttl, idle_timeout=args.session_timeout)
-    table.get("stateless").end()  # opens the store once, so a bad --root fails here
+    table = SessionTable(store, agent_timeout=args.agent_timeout)
+    limits = http_guard.Limits(read_timeout=args.read_timeout, idle_timeout=args.idle_timeout,
+                               max_connections=args.max_connections,
+                               max_connections_per_address=args.max_connections_per_address,
+                               max_streams=args.max_streams,
+                               max_streams_per_address=args.max_streams_per_address)
 
     def locate(ctx: Any, purpose: str, arguments: Any):
         request = getattr(ctx, "request", None)
@@ -160,8 +202,12 @@ def serve_http(args: argparse.Namespace) -> int:
         return session, lambda: table.done_with(session)
 
     server = mcp_server.build(locate)
-    app = server.streamable_http_app(host=host, session_idle_timeout=args.session_timeout)
-    gate = Gate(app, token, on_end=lambda sid: table.end(f"mcp:{sid}"))
+    app = server.streamable_http_app(
+        host=host, session_idle_timeout=args.session_timeout, max_sessions=args.max_sessions,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+    sessions = Sessions(table, max_total=args.max_sessions,
+                        max_per_address=args.max_sessions_per_address,
+                        timeout=args.session_timeout)
     sock = socket.create_server((host, int(port)),
                                 family=socket.AF_INET6 if ":" in host else socket.AF_INET)
     bound = sock.getsockname()
@@ -169,64 +215,130 @@ def serve_http(args: argparse.Namespace) -> int:
     print(f"dhp-mcp: serving MCP at http://{shown}:{bound[1]}/mcp", file=sys.stderr,
           flush=True)
     stop = threading.Event()
-    reaper = threading.Thread(target=_reap, args=(table, stop), daemon=True, name="dhp-reaper")
-    reaper.start()
-    uv = uvicorn.Server(uvicorn.Config(gate, log_level="warning", lifespan="on"))
+    threading.Thread(target=_reap, args=(table, sessions, stop), daemon=True,
+                     name="dhp-reaper").start()
     try:
-        asyncio.run(uv.serve(sockets=[sock]))
+        http_serve.serve(Gate(app, sessions), sock, access, limits, lifespan="on")
     finally:
         stop.set()
         table.end_all()
+        store.close()
     return 0
 
 
-def _reap(table: SessionTable, stop: threading.Event) -> None:
-    while not stop.wait(min(1.0, table.idle_timeout / 4)):
+def _reap(table: SessionTable, sessions: Sessions, stop: threading.Event) -> None:
+    while not stop.wait(REAP_S):
         table.reap()
+        sessions.expire()
 
 
-def _token(path: Path | None) -> str | None:
-    if path is not None:
-        text = path.read_text(encoding="utf-8").strip()
-        if not text:
-            raise SystemExit(f"dhp-mcp: the token file {path} is empty")
-        return text
-    return os.environ.get(TOKEN_ENV) or None
+class Sessions:
+    """The MCP sessions the SDK holds for clients, as far as caps and ownership go: which
+    client address and principal opened each, when it was last used. A session id presented
+    by another principal is unknown (a session id is not a credential)."""
 
+    def __init__(self, table: SessionTable, *, max_total: int, max_per_address: int,
+                 timeout: float):
+        self.table, self.timeout = table, timeout
+        self.max_total, self.max_per_address = max_total, max_per_address
+        self._open: dict[str, tuple[str, str]] = {}   # sid -> (address, principal)
+        self._seen: dict[str, float] = {}
+        self._mutex = threading.Lock()
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    def refusal(self, address: str) -> tuple[int, str] | None:
+        """Why a new session from `address` may not open now, or None."""
+        with self._mutex:
+            if len(self._open) >= self.max_total:
+                return 503, f"too many MCP sessions (max_sessions {self.max_total})"
+            if sum(a == address for a, _ in self._open.values()) >= self.max_per_address:
+                return 429, (f"too many MCP sessions from {address} (max_sessions_per_address "
+                             f"{self.max_per_address}); end unused ones with DELETE")
+        return None
+
+    def opened(self, sid: str, address: str, principal: str) -> None:
+        with self._mutex:
+            self._open[sid] = (address, principal)
+            self._seen[sid] = time.monotonic()
+
+    def belongs(self, sid: str, principal: str) -> bool:
+        with self._mutex:
+            owner = self._open.get(sid)
+            if owner is not None:
+                self._seen[sid] = time.monotonic()
+            return owner is None or owner[1] == principal
+
+    def closed(self, sid: str) -> None:
+        with self._mutex:
+            self._open.pop(sid, None)
+            self._seen.pop(sid, None)
+        self.table.end(f"mcp:{sid}")
+
+    def expire(self) -> None:
+        """Forget sessions unused for the session timeout (the SDK forgets them too)."""
+        cutoff = time.monotonic() - self.timeout
+        with self._mutex:
+            old = [sid for sid, seen in self._seen.items() if seen < cutoff]
+        for sid in old:
+            self.closed(sid)
 
 
 class Gate:
-    """ASGI wrapper: the bearer token (when one is set) and the end of a session the client
-    deletes (DELETE with its Mcp-Session-Id)."""
+    """ASGI app behind the guard: session caps and ownership, and the signs of an agent's
+    life the SDK does not report: each request of a session, its event streams (GET) opening
+    and closing, and its end (DELETE with its Mcp-Session-Id)."""
 
-    def __init__(self, app: Any, token: str | None, on_end: Any):
-        self.app, self.on_end = app, on_end
-        self.expected = f"Bearer {token}".encode() if token else None
+    def __init__(self, app: Any, sessions: Sessions):
+        self.app, self.sessions = app, sessions
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = dict(scope.get("headers") or [])
-        if self.expected is not None and not hmac.compare_digest(
-                headers.get(b"authorization", b""), self.expected):
-            await send({"type": "http.response.start", "status": 401,
-                        "headers": [(b"content-type", b"application/json"),
-                                    (b"www-authenticate", b'Bearer realm="dhp-mcp"')]})
-            await send({"type": "http.response.body",
-                        "body": b'{"error":"a valid bearer token is required"}'})
-            return
-        await self.app(scope, receive, send)
-        sid = headers.get(b"mcp-session-id")
-        if scope.get("method") == "DELETE" and sid:
-            await asyncio.to_thread(self.on_end, sid.decode("latin-1"))
+        raw = headers.get(b"mcp-session-id")
+        sid = raw.decode("latin-1") if raw else None
+        principal = scope.get("dhp.principal", "")
+        address = (scope.get("client") or ("?", 0))[0]
+        if sid is None and scope["method"] == "POST":
+            refused = self.sessions.refusal(address)
+            if refused is not None:
+                return await _refuse(send, *refused)
+        if sid is not None and not self.sessions.belongs(sid, principal):
+            return await _refuse(send, 404, "no such MCP session for this client")
+        send = self._watching(send, address, principal) if sid is None else send
+        key = f"mcp:{sid}"
+        if sid is None:
+            return await self.app(scope, receive, send)
+        table = self.sessions.table
+        table.touch(key)
+        stream = scope["method"] == "GET"
+        if stream:
+            table.stream_opened(key)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            if stream:
+                await asyncio.to_thread(table.stream_closed, key)
+            if scope["method"] == "DELETE":
+                await asyncio.to_thread(self.sessions.closed, sid)
+
+    def _watching(self, send: Any, address: str, principal: str) -> Any:
+        """send() that registers the session id the SDK hands a new client."""
+        async def watching(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                for name, value in message.get("headers") or []:
+                    if name.lower() == b"mcp-session-id":
+                        self.sessions.opened(value.decode("latin-1"), address, principal)
+            await send(message)
+        return watching
+
+
+async def _refuse(send: Any, status: int, message: str) -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": None,
+                       "error": {"code": -32000, "message": message}}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
 
 
 if __name__ == "__main__":

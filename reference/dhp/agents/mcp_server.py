@@ -24,10 +24,12 @@ from dhp import __version__, api
 from dhp.agents import mcp_tools
 from dhp.agents.mcp_sessions import AgentSession
 from dhp.core.errors import DHPError
+from dhp.core.handoff_ids import check_id, resolve_id
 
 GUIDE = Path(__file__).with_name("guide.md")
 GUIDE_URI = "dhp://guide"
-HANDOFF_URI = re.compile(r"^dhp://handoffs/(sha256:[0-9a-f]{64})/(status|checkpoints|log)$")
+# The id part may be a unique prefix, as in the tools (DHP-MCP-013).
+HANDOFF_URI = re.compile(r"^dhp://handoffs/([^/]+)/(status|checkpoints|log)$")
 TEMPLATES = {
     "status": ("application/json", "The handoff's status (schemas/status.json)."),
     "checkpoints": ("application/json", "Every checkpoint record of the handoff, in seq order "
@@ -85,8 +87,9 @@ def read_resource(session: AgentSession, uri: str) -> tuple[str, str]:
         raise MCPError(code=types.INVALID_PARAMS, message=f"unknown resource {uri!r}: the "
                        f"resources are {GUIDE_URI} and dhp://handoffs/{{handoff_id}}/"
                        "status|checkpoints|log")
-    hid, part = match.groups()
+    ref, part = match.groups()
     try:
+        hid = resolve_id(session.store, check_id(ref, "handoff_id"))
         if part == "status":
             text = _json(api.status(session.store, hid))
         elif part == "checkpoints":
@@ -99,9 +102,9 @@ def read_resource(session: AgentSession, uri: str) -> tuple[str, str]:
 
 
 def resume_prompt(session: AgentSession, arguments: dict[str, str]) -> types.GetPromptResult:
-    hid = arguments.get("handoff_id", "")
     worker = arguments.get("worker_id") or "agent"
     try:
+        hid = resolve_id(session.store, check_id(arguments.get("handoff_id"), "handoff_id"))
         status = api.status(session.store, hid)
         last = api.last_checkpoint(session.store, hid)
         inputs = api.envelope_of(session.store, hid)["intent"]["inputs"]
@@ -127,19 +130,29 @@ def resume_prompt(session: AgentSession, arguments: dict[str, str]) -> types.Get
                                       content=types.TextContent(type="text", text=text))])
 
 
+def _resource_page(session: AgentSession, after: str | None) -> api.Page:
+    try:
+        return api.list_handoffs(session.store, limit=mcp_tools.LIST_LIMIT, after=after)
+    except (DHPError, OverflowError):
+        raise MCPError(code=types.INVALID_PARAMS, message=f"bad cursor {after!r}: pass the "
+                       "nextCursor an earlier resources/list returned, unchanged") from None
+
+
 PROMPTS = [types.Prompt(
     name="resume_handoff",
     description="How to resume a DHP handoff from its last checkpoint: take it over, read the "
                 "checkpoint, continue, checkpoint, complete.",
-    arguments=[types.PromptArgument(name="handoff_id", description="The handoff to resume.",
+    arguments=[types.PromptArgument(name="handoff_id", description="The handoff to resume: its id "
+                                    "or a unique prefix of it (at least 4 hex digits).",
                                     required=True),
                types.PromptArgument(name="worker_id", description="Your worker name.",
                                     required=False)])]
 
 
 def build(locate: Locate) -> Server:
-    """The MCP server; `locate(ctx, tool_or_purpose, arguments)` gives the session."""
-    mcp_tools.prepare()
+    """The MCP server; `locate(ctx, tool_or_purpose, arguments)` gives the session. Nothing
+    is compiled here: each tool's validator is built at its first call, so the first
+    tools/list is answered as soon as the SDK is loaded."""
 
     async def in_session(ctx: Any, purpose: str, arguments: Any, fn: Callable, *args: Any):
         session, after = locate(ctx, purpose, arguments)
@@ -156,9 +169,10 @@ def build(locate: Locate) -> Server:
                                 params.arguments)
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
-        found = await in_session(ctx, "list", None,
-                                 lambda s: api.list_handoffs(s.store))
-        return types.ListResourcesResult(resources=[
+        # Paged like the list tool, newest first: a big store never floods the client.
+        after = getattr(params, "cursor", None) if params is not None else None
+        found = await in_session(ctx, "list", None, _resource_page, after)
+        return types.ListResourcesResult(next_cursor=found.cursor, resources=[
             types.Resource(name="guide", uri=GUIDE_URI, mime_type="text/markdown",
                            description="How an agent works with DHP: when to dispatch, how "
                                        "often to checkpoint, what to put in a checkpoint, how "

@@ -1,13 +1,19 @@
 """Agent sessions of the MCP server: whose leases are whose, kept alive while the client is
-connected and made recoverable the moment it is gone (spec/mcp.md, DHP-MCP-006..008).
+alive and made recoverable the moment it is gone (spec/mcp.md, DHP-MCP-006..008, 020..021).
 
 An `AgentSession` is one MCP client session (the stdio connection, or one streamable-HTTP
-session). It opens its own store handle with a liveness lock of its own
-(dhp.store.liveness.session_lock), so every lease it takes names that lock as its owner. Each
-lease is a `TaskContext`, which heartbeats in the background while the session lives. When the
-session ends, it stops the heartbeats, drops the lock (a recoverer now sees the owner dead) and
-orphans its leases, so `recover` and even `claim_next` take them at once, not after a TTL. If
-the whole server process dies, the kernel drops the lock just the same.
+session). It sees the server's one store through a liveness lock of its own
+(`store.liveness.for_session()`, a flock file or a Postgres advisory lock), so every lease it
+takes names that lock as its owner. Each lease is a `TaskContext`, which heartbeats in the
+background while the session lives. When the session ends, it stops the heartbeats, orphans
+its leases and drops the lock, so `recover` and even `claim_next` take them at once, not after
+a TTL. If the whole server process dies, the kernel (or the database server) drops the lock
+just the same.
+
+Over HTTP the server cannot see a client process die, so `SessionTable` judges it
+(DHP-MCP-020): a session is alive while one of its event streams is open; when its last
+stream closes the session ends at once; a session with no stream ends after `agent_timeout`
+seconds without a request.
 
 A lease is found only by the token the agent presents, (handoff_id, worker_id, fence), within
 its own session; a worker name alone is never looked up (DHP-MCP-005).
@@ -18,12 +24,12 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from collections import Counter
 from typing import Any
 
 from dhp import api
 from dhp.core import operations
 from dhp.core.errors import DHPError
-from dhp.store import liveness as _liveness
 
 TAKES = ("claim", "claim_next", "recover")
 
@@ -36,14 +42,25 @@ def _key(lease: dict) -> tuple[str, str, int]:
     return lease["handoff_id"], lease["worker_id"], lease["fence"]
 
 
-class AgentSession:
-    """One client session's store handle, liveness lock and leases."""
+class SessionStore:
+    """The server's store as one session sees it: every call goes to the shared store, but
+    `liveness` is the session's own lock, so the leases it takes name the session as owner
+    (and the store's connections are shared, not opened per session)."""
 
-    def __init__(self, location: str, *, ttl: float | None = None, name: str = "stdio"):
+    def __init__(self, store: Any):
+        self._store = store
+        self.liveness = store.liveness.for_session()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+class AgentSession:
+    """One client session's view of the store, liveness lock and leases."""
+
+    def __init__(self, store: Any, *, name: str = "stdio"):
         self.name = name
-        self.store = api.Store(location, **({"ttl": ttl} if ttl else {}))
-        if self.store.liveness is not None:
-            self.store.liveness = _liveness.session_lock(self.store.liveness.folder)
+        self.store = SessionStore(store) if store.liveness is not None else store
         self._leases: dict[tuple[str, str, int], api.TaskContext] = {}
         self._mutex = threading.Lock()
         # Held through end(): a second caller (the stdio server's main thread, while the
@@ -126,20 +143,21 @@ class AgentSession:
                     orphaned.append(ctx.handoff_id)
             except DHPError:
                 pass  # completed, cancelled or taken over meanwhile: nothing to free
-        if self.store.liveness is not None:
+        if isinstance(self.store, SessionStore):
             self.store.liveness.close()
-        self.store.close()
         return orphaned
 
 
 class SessionTable:
-    """The sessions of a server that serves many clients (streamable HTTP), by session key.
-    A session unused for `idle_timeout` seconds ends (`reap`), as does one whose client says
-    goodbye (`end`)."""
+    """The sessions of a server that serves many clients (streamable HTTP), by session key,
+    on one shared store. A session ends when its client says goodbye (`end`), when its last
+    event stream closes (`stream_closed`), or when it has no stream and made no request for
+    `agent_timeout` seconds (`reap`)."""
 
-    def __init__(self, location: str, *, ttl: float | None, idle_timeout: float):
-        self.location, self.ttl, self.idle_timeout = location, ttl, idle_timeout
+    def __init__(self, store: Any, *, agent_timeout: float):
+        self.store, self.agent_timeout = store, agent_timeout
         self._sessions: dict[str, AgentSession] = {}
+        self._streams: Counter[str] = Counter()
         self._mutex = threading.Lock()
 
     def for_call(self, session_id: str | None, tool: str, arguments: Any) -> AgentSession:
@@ -152,6 +170,7 @@ class SessionTable:
         with self._mutex:
             owner = next((s for s in self._sessions.values() if s.holds(lease)), None)
         if owner is not None:
+            owner.touch()
             return owner
         return self.get(f"lease:{secrets.token_hex(8)}" if tool in TAKES else "stateless")
 
@@ -164,9 +183,29 @@ class SessionTable:
         with self._mutex:
             session = self._sessions.get(key)
             if session is None or session.ended:
-                session = self._sessions[key] = AgentSession(self.location, ttl=self.ttl,
-                                                             name=key)
+                session = self._sessions[key] = AgentSession(self.store, name=key)
+            session.touch()
             return session
+
+    def touch(self, key: str) -> None:
+        with self._mutex:
+            session = self._sessions.get(key)
+        if session is not None:
+            session.touch()
+
+    def stream_opened(self, key: str) -> None:
+        with self._mutex:
+            self._streams[key] += 1
+
+    def stream_closed(self, key: str) -> list[str]:
+        """The client's event stream ended: with no other stream open, so has the session
+        (a killed agent's connection closes; DHP-MCP-020)."""
+        with self._mutex:
+            self._streams[key] -= 1
+            if self._streams[key] > 0:
+                return []
+            del self._streams[key]
+        return self.end(key)
 
     def end(self, key: str) -> list[str]:
         with self._mutex:
@@ -174,9 +213,11 @@ class SessionTable:
         return session.end() if session is not None else []
 
     def reap(self) -> list[str]:
-        cutoff = time.monotonic() - self.idle_timeout
+        """End the sessions with no open stream and no request for agent_timeout."""
+        cutoff = time.monotonic() - self.agent_timeout
         with self._mutex:
-            idle = [k for k, s in self._sessions.items() if s.last_used < cutoff]
+            idle = [k for k, s in self._sessions.items()
+                    if s.last_used < cutoff and not self._streams.get(k)]
         return [hid for key in idle for hid in self.end(key)]
 
     def end_all(self) -> None:

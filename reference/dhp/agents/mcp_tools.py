@@ -15,14 +15,15 @@ import tempfile
 from functools import cache
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from dhp import __version__, api
+from dhp.agents import mcp_completions
 from dhp.agents.mcp_sessions import AgentSession
 from dhp.core import operations, schemas
 from dhp.core.errors import DHPError, Internal, InvalidInput
+from dhp.core.handoff_ids import resolve_id
 
 SCHEMA_FILE = "mcp-tools"
+LIST_LIMIT = 50  # handoffs per list page unless the agent asks: its context is precious
 IMPLEMENTATION = {"name": "durable-handoff dhp-mcp", "version": __version__}
 
 # What the agent should do after each refusal (DHP-MCP-004).
@@ -89,7 +90,9 @@ DESCRIPTIONS = {
     "result": "The validated result of a completed handoff. conflict if it has none yet.",
     "cancel": "Cancel a handoff that should no longer be done; its holder learns at its next "
               "write. Idempotent.",
-    "list": "List handoffs (status of each, oldest first), optionally by state and task_kind.",
+    "list": "List handoffs, newest first, optionally by state and task_kind: a page of at "
+            "most `limit` (default 50) status objects and `next_cursor`; pass it as `cursor` "
+            "for the next page (null: no more).",
     "dlq": "List the dead-letter queue: handoffs parked because their budget ran out, with "
            "the reason.",
     "requeue": "Move a dead-lettered handoff back to pending with its attempts reset.",
@@ -161,12 +164,17 @@ def names() -> list[str]:
 
 
 @cache
-def _arguments_validator(name: str) -> Draft202012Validator:
+def _arguments_validator(name: str) -> Any:
+    # Built at a tool's first call, not at start: jsonschema (with its format checkers) is
+    # not imported before then, so a client's first tools/list comes sooner.
+    from jsonschema import Draft202012Validator
+
     return Draft202012Validator(tool_schema(f"{name}.args"))
 
 
 def prepare() -> None:
-    """Compile every tool's argument validator now, so no first call pays for it."""
+    """Compile every tool's argument validator now (a benchmark's warm-up; the server builds
+    each one at its first call)."""
     for name in DESCRIPTIONS:
         _arguments_validator(name)
 
@@ -195,6 +203,8 @@ def call(session: AgentSession, name: str, arguments: Any) -> dict:
                                f"{', '.join(DESCRIPTIONS)}", requirement="DHP-MCP-001")
         args = check_arguments(name, arguments)
         session.touch()
+        if "handoff_id" in args:  # a unique prefix names the handoff, as in the CLI
+            args = dict(args, handoff_id=resolve_id(session.store, args["handoff_id"]))
         return _TOOLS[name](session, args)
     except DHPError as exc:
         raise ToolFailure(exc) from None
@@ -242,8 +252,13 @@ def _checkpoint(s: AgentSession, a: dict) -> dict:
 
 
 def _complete(s: AgentSession, a: dict) -> dict:
+    done = {"handoff_id": a["lease"]["handoff_id"], "state": "completed"}
+    stored = mcp_completions.stored_if_same(s, a["lease"], a["result"])
+    if stored is not None:  # a retry whose first answer was lost (DHP-MCP-014)
+        return dict(done, already_completed=True, result=stored["result"])
     s.write(a["lease"], "complete", result=a["result"])
-    return {"handoff_id": a["lease"]["handoff_id"], "state": "completed"}
+    mcp_completions.remember(s, a["lease"])
+    return done
 
 
 def _release(s: AgentSession, a: dict) -> dict:
@@ -276,7 +291,18 @@ def _requeue(s: AgentSession, a: dict) -> dict:
 
 
 def _list(s: AgentSession, a: dict) -> dict:
-    return {"handoffs": api.list_handoffs(s.store, a.get("state"), a.get("task_kind"))}
+    """One page, newest first (DHP-MCP-012): the store's own paging, so a page costs what its
+    size does, whatever the store holds."""
+    try:
+        page = api.list_handoffs(s.store, a.get("state"), a.get("task_kind"),
+                                 limit=a.get("limit", LIST_LIMIT), after=a.get("cursor"))
+    except (InvalidInput, OverflowError):
+        if a.get("cursor") is None:
+            raise
+        raise InvalidInput(f"bad cursor {a['cursor']!r}: pass the next_cursor an earlier list "
+                           "returned, unchanged, or omit cursor for the first page",
+                           requirement="DHP-MCP-012") from None
+    return {"handoffs": list(page), "next_cursor": page.cursor}
 
 
 def _dlq(s: AgentSession, a: dict) -> dict:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 
 from dhp.core.errors import DHPError, Internal, InvalidInput
 from dhp.core.exit_codes import EXIT_MEANINGS, epilog, exit_code
+from dhp.core.handoff_ids import MIN_PREFIX, check_id, resolve_id  # noqa: F401 - re-exported
 
 __all__ = ["EXIT_CODES", "EXIT_MEANINGS", "epilog", "exit_code", "open_store", "fail"]
 
@@ -39,8 +39,6 @@ EXIT_CODES = epilog(["dhp dispatch --kind pages.fetch --inputs '{\"n\": 60}'", "
 DEFAULT_STORE = "./dhp-data"
 STORE_HELP = ("the store: a folder (SQLite) or a postgresql://USER@HOST/DB?schema=NAME URL "
               f"(default: $DHP_STORE, else {DEFAULT_STORE})")
-_HID = re.compile(r"^(sha256:)?[0-9a-f]{4,64}$")
-MIN_PREFIX = 4
 
 
 # --- shared plumbing --------------------------------------------------------------------------
@@ -73,33 +71,6 @@ def fail(exc: DHPError, prog: str = "dhp", as_json: bool = False) -> int:
         print(json.dumps({"error": exc.to_dict()}, ensure_ascii=False))
     print(f"{prog}: error: {exc}", file=sys.stderr)
     return exit_code(exc)
-
-
-def check_id(text: str) -> str:
-    """A full handoff id or a prefix of one (at least 4 hex digits, `sha256:` optional)."""
-    if not _HID.match(text):
-        raise InvalidInput(f"bad handoff id {text!r}: expected 'sha256:' followed by 64 "
-                           f"lowercase hex digits, or a unique prefix of at least "
-                           f"{MIN_PREFIX} of them", requirement="DHP-ID-001")
-    return text
-
-
-def resolve_id(store: Any, text: str) -> str:
-    """The full id that `text` (checked by check_id) names in this store."""
-    from dhp.core.operations import unknown_handoff
-
-    prefix = text if text.startswith("sha256:") else "sha256:" + text
-    if len(prefix) == 71:
-        return prefix
-    with store.transaction(write=False) as tx:
-        found = tx.ids_with_prefix(prefix, limit=3)
-    if not found:
-        raise unknown_handoff(text)
-    if len(found) > 1:
-        shown = ", ".join(found[:2]) + (", ..." if len(found) > 2 else "")
-        raise InvalidInput(f"handoff id prefix {text!r} is ambiguous: it matches {shown}; "
-                           "give more digits", requirement="DHP-ID-001")
-    return found[0]
 
 
 def json_argument(name: str, text: str) -> Any:

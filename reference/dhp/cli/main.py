@@ -119,6 +119,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     may import what it runs: `dhp status` and `dhp --version` should not pay for the demo)."""
     from . import (
         commands,  # the store commands (dispatch, status, ls, ...) register here
+        mcp_config,
         observe,
         supervisor,
         worker,
@@ -129,6 +130,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
             commands.register(command, group)
     if "worker" not in COMMANDS:
         worker.register(command)
+    if "mcp-config" not in COMMANDS:
+        mcp_config.register(command)
     named = [a for a in argv or [] if a in COMMANDS]
     parser = argparse.ArgumentParser(prog="dhp", description="DHP, the Durable Handoff Protocol",
                                      epilog=commands.EXIT_CODES,

@@ -9,8 +9,11 @@ import time
 
 from dhp.cli.commands import default_store, fail, global_options, open_store, table
 from dhp.core.errors import DHPError
+from dhp.observe import metrics_server
+from dhp.transport import http_guard
 
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen
+METRICS_TOKEN_ENV = "DHP_METRICS_TOKEN"
 
 
 def dashboard_args(p: argparse.ArgumentParser) -> None:
@@ -18,6 +21,9 @@ def dashboard_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bind", default="127.0.0.1:8480", metavar="HOST:PORT",
                    help="where to listen (default 127.0.0.1:8480; port 0 picks one)")
     p.add_argument("--read-only", action="store_true", help="no requeue or cancel buttons")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="a host name browsers may use besides IP literals and localhost "
+                        "(behind a reverse proxy); off loopback every read needs the token")
 
 
 def dashboard(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -25,14 +31,16 @@ def dashboard(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
     try:
         store = open_store(args.store or default_store())
-        server = serve(store, args.bind, read_only=args.read_only)
+        server = serve(store, args.bind, read_only=args.read_only,
+                       allowed_hosts=frozenset(h.lower() for h in args.allow_host))
     except DHPError as exc:
         return fail(exc, "dhp dashboard")
     except OSError as exc:
         print(f"dhp dashboard: error: cannot listen on {args.bind}: {exc}", file=sys.stderr)
         return 2
     mode = "read-only" if args.read_only else f"token for requeue and cancel: {server.token}"
-    print(f"dhp dashboard: {server.url}  ({mode})", file=sys.stderr, flush=True)
+    url = server.url if server.access.tokens == {} else f"{server.url}#token={server.token}"
+    print(f"dhp dashboard: {url}  ({mode})", file=sys.stderr, flush=True)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:
@@ -44,7 +52,8 @@ def metrics_args(p: argparse.ArgumentParser) -> None:
     global_options(p, json_flag=False, default=argparse.SUPPRESS)
     p.add_argument("--serve", default=None, metavar="HOST:PORT",
                    help="serve /metrics for Prometheus instead of printing once (needs the "
-                        "`otel` extra)")
+                        "`otel` extra); off loopback it needs a bearer token")
+    http_guard.add_access_options(p, METRICS_TOKEN_ENV, operators=False)
 
 
 def metrics(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -68,8 +77,15 @@ def metrics(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     host, _, port = args.serve.rpartition(":")
     if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
         parser.error(f"--serve {args.serve!r}: give HOST:PORT with a port in 0..65535")
-    server, _ = prometheus_client.start_http_server(int(port), addr=host)
-    print(f"dhp metrics: http://{host}:{server.server_port}/metrics", file=sys.stderr,
+    try:
+        access = http_guard.access_from(args, host, METRICS_TOKEN_ENV, "dhp-metrics")
+        server = metrics_server.serve(host, int(port), access)
+    except DHPError as exc:
+        return fail(exc, "dhp metrics")
+    except OSError as exc:
+        print(f"dhp metrics: error: cannot listen on {args.serve}: {exc}", file=sys.stderr)
+        return 2
+    print(f"dhp metrics: http://{host}:{server.server_address[1]}/metrics", file=sys.stderr,
           flush=True)
     try:
         threading.Event().wait()

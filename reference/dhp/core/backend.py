@@ -33,6 +33,18 @@ SYNCS = ("commit", "batch", "none")
 class Tx(ABC):
     """One open transaction. Writes become visible and durable together at commit."""
 
+    # True once this transaction wrote a takeable handoff (mark_takeable): its commit then
+    # wakes every waiter (StoreBackend.work_waiter); on a server store the wake-up is sent
+    # in the same transaction, so it is delivered exactly when the work becomes visible.
+    announce: bool = False
+
+    def mark_takeable(self, record: dict) -> None:
+        """Called by put_record and insert for every record they write: a record left
+        pending, released or orphaned makes its commit announce work. (A not_before in the
+        future announces too: the waiter looks once and then sleeps until it falls due.)"""
+        if record["state"] in machine.TAKEABLE:
+            self.announce = True
+
     @abstractmethod
     def get(self, handoff_id: str, *, envelope: bool = True) -> dict | None:
         """The handoff's row, or None; with envelope=False its envelope and result are left
@@ -152,11 +164,20 @@ class Tx(ABC):
     # The three scans of claim_next (operations.take_next). These defaults are correct on
     # any backend; a backend overrides them with one indexed query each.
 
+    def next_resumable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
+        """The oldest dispatched row of these kinds that is partly done at `now`
+        (DHP-STM-013): orphaned, or released with a checkpoint (steps > 0), and eligible at
+        `now`; or claimed with its lease expired."""
+        for row in self.select(task_kinds=task_kinds):
+            if machine.partly_done(row["record"], now):
+                return row
+        return None
+
     def next_takeable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
-        """The row of these kinds that claim_next takes first at `now` (DHP-STM-009/010):
-        the oldest dispatched among the pending, released and orphaned rows eligible at `now`
-        (their not_before is None or <= now, DHP-SCH-001) and the claimed rows whose lease
-        has expired."""
+        """The oldest dispatched row of these kinds that claim_next may take at `now`
+        (DHP-STM-009): the pending, released and orphaned rows eligible at `now` (their
+        not_before is None or <= now, DHP-SCH-001) and the claimed rows whose lease has
+        expired. claim_next asks next_resumable first (DHP-STM-013)."""
         for row in self.select(task_kinds=task_kinds):
             record = row["record"]
             if record["state"] in machine.TAKEABLE and machine.eligible(record, now) or (
@@ -218,8 +239,9 @@ class StoreBackend(ABC):
     location: str = ""  # what dhp.Store() opens it by: a folder path or a URL
     ttl: float = DEFAULT_TTL
     heartbeat_interval: float | None = None
-    # An object with token() (hold this process's liveness lock; its id) and
-    # owner_dead(token), or None.
+    # An object with token() (hold this process's liveness lock; its id),
+    # owner_dead(token), for_session() (a lock of its own for one client session of a
+    # server, with close()), or None.
     liveness: Any = None
     limits: Limits = DEFAULT_LIMITS  # sizes and depth this store accepts (DHP-LIM-001)
 
@@ -248,8 +270,9 @@ class StoreBackend(ABC):
         check of the records on top of it is operations.check_integrity."""
 
     def announce_work(self) -> None:
-        """Wake this store's waiters (work_waiter) in every process: called after a commit
-        that may have made work takeable (dispatch, release, orphan, requeue, import). A
+        """Wake this store's waiters (work_waiter) in every process, outside any transaction:
+        for what the store cannot see (a pool's child died, a worker is told to stop).
+        Commits that leave work takeable announce by themselves (Tx.mark_takeable). A
         backend without a wake-up channel leaves this empty; its waiters then find the work
         at their next periodic look (operations.IDLE_RECHECK_S)."""
         return None

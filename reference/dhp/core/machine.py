@@ -67,6 +67,16 @@ def eligible(record: dict, now: float) -> bool:
     return not_before is None or now >= not_before
 
 
+def partly_done(record: dict, now: float) -> bool:
+    """DHP-STM-013: a candidate claim_next takes before fresh work: its owner lost it (an
+    expired lease, an orphan) or gave it back with progress (released with a checkpoint)."""
+    state = record["state"]
+    if state == "claimed":
+        return record["lease_expires_at"] <= now
+    return eligible(record, now) and (
+        state == "orphaned" or state == "released" and record["steps"] > 0)
+
+
 def backoff_delay(budget: dict, attempts: int, draw: float = 0.0) -> float:
     """DHP-SCH-004: the wait after failed attempt number `attempts` (1 for the first),
     shortened by up to backoff_jitter of itself; `draw` in [0, 1) is the random part."""

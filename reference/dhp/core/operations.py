@@ -138,8 +138,7 @@ def dispatch_many(backend: StoreBackend, intents: list[dict], *,
                      envelope["created_at"], text))
     if rows:
         with backend.transaction() as tx:
-            tx.insert_new(rows)
-        backend.announce_work()
+            tx.insert_new(rows)  # its commit announces the new work (Tx.mark_takeable)
     return [row[0] for row in rows]
 
 
@@ -179,13 +178,13 @@ IDLE_RECHECK_S = 10.0
 
 def take_next(backend: StoreBackend, task_kinds: list[str] | tuple[str, ...], worker: str,
               ttl: float, *, wait: float | None = None, stop: Any = None) -> dict | None:
-    """claim_next: the oldest eligible pending, released or orphaned handoff of these kinds
-    (an expired claim counts as orphaned, in dispatch order, DHP-STM-009/010), else a claim
-    whose owner is dead (DHP-SCH-005), or None. Work whose budget forbids the claim is moved
-    to the DLQ on the way and the search goes on (DHP-STM-011). With `wait` (seconds),
-    blocks until a handoff can be taken or the time is up, waking when work is announced or
-    falls due, and at least every IDLE_RECHECK_S; `stop` (a threading.Event) ends the wait
-    early when set (and the store announced)."""
+    """claim_next: the oldest partly done handoff of these kinds (orphaned, an expired claim,
+    released with a checkpoint; DHP-STM-013), else a claim whose owner is dead (DHP-SCH-005,
+    DHP-SCH-008), else the oldest other eligible candidate (DHP-STM-009), or None. Work
+    whose budget forbids the claim is moved to the DLQ on the way and the search goes on
+    (DHP-STM-011). With `wait` (seconds), blocks until a handoff can be taken or the time
+    is up, waking when work is announced or falls due, and at least every IDLE_RECHECK_S;
+    `stop` (a threading.Event) ends the wait early when set (and the store announced)."""
     check_worker(worker)
     check_seconds("ttl", ttl)
     check_delay("wait", wait)
@@ -215,10 +214,14 @@ def _take_next_once(backend: StoreBackend, kinds: tuple[str, ...], worker: str,
     with backend.transaction() as tx:
         now = backend.now()
         while True:
-            row, op = tx.next_takeable(kinds, now), {"name": "claim"}
+            # Partly done work first, then a dead owner's (whatever the backlog), then fresh
+            # work (DHP-STM-013, DHP-SCH-008); each scan reads an index, oldest first.
+            row, op = tx.next_resumable(kinds, now), {"name": "claim"}
             if row is None:
                 row, op = _dead_owners_row(backend, tx, kinds), {"name": "recover",
                                                                  "owner_dead": True}
+            if row is None:
+                row, op = tx.next_takeable(kinds, now), {"name": "claim"}
             if row is None:
                 due = tx.next_due(kinds, now)
                 return None, None if due is None else max(0.0, due - now)
@@ -349,8 +352,6 @@ def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *
         if outcome.changed:
             keep = outcome.accepted and name in ("heartbeat", "checkpoint")
             tx.put_record(hid, outcome.record, row["owner_incarnation"] if keep else None)
-    if name == "release" and outcome.accepted:
-        backend.announce_work()
     _raise(outcome, hid)
     return made
 
@@ -393,8 +394,6 @@ def simple(backend: StoreBackend, hid: str, name: str, **extra: Any) -> bool:
             if name == "orphan" and outcome.accepted:
                 journal.orphaned(tx, hid, row["record"], now,
                                  owner_dead=op.get("owner_dead", False))
-    if outcome.accepted and outcome.changed and name in ("orphan", "requeue"):
-        backend.announce_work()
     _raise(outcome, hid)
     return outcome.changed
 

@@ -13,7 +13,10 @@ The page (static/, plain HTML/CSS/JS, no build step) polls a small JSON API once
 
 Mutating calls need the token printed at start: a page on 127.0.0.1 is still reachable by
 every local user and by other sites' scripts through the browser, so knowing the URL is not
-enough to change work.
+enough to change work. Off loopback every API read needs it too (the page sends the token it
+was given in the URL's `#token=` fragment). The server meets the bar of every DHP server
+(dhp.transport.http_threaded): Host and Origin checked on loopback, connections capped,
+requests that do not arrive within the read timeout cut off.
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ import secrets
 import sys
 import threading
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -34,6 +36,8 @@ from dhp import api
 from dhp.core import chain, journal, operations
 from dhp.core.errors import Conflict, DHPError, IntegrityError, InvalidInput, NotFound
 from dhp.observe import metrics
+from dhp.transport.http_guard import Access, Limits, loopback
+from dhp.transport.http_threaded import GuardedHandler, GuardedServer
 
 STATIC = {"/": ("index.html", "text/html; charset=utf-8"),
           "/app.js": ("app.js", "text/javascript; charset=utf-8"),
@@ -152,12 +156,15 @@ def timeline(envelope: dict, status: dict, records: list[dict],
     return events
 
 
-class Dashboard(ThreadingHTTPServer):
-    daemon_threads = True
-
+class Dashboard(GuardedServer):
     def __init__(self, address: tuple[str, int], store: Any, *, token: str,
-                 read_only: bool = False):
-        super().__init__(address, Handler)
+                 read_only: bool = False, allowed_hosts: frozenset[str] = frozenset()):
+        host = address[0]
+        # On loopback reads are open to the local user (the Host check stops other sites);
+        # off loopback the token is the credential for every read as well.
+        access = Access(host, tokens={} if loopback(host) else {token: "operator"},
+                        allowed_hosts=allowed_hosts, realm="dhp-dashboard")
+        super().__init__(address, Handler, access, Limits())
         self.store, self.token, self.read_only = store, token, read_only
 
     @property
@@ -166,43 +173,30 @@ class Dashboard(ThreadingHTTPServer):
         return f"http://{host}:{port}/"
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(GuardedHandler):
     server: Dashboard
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # one line per poll would drown the terminal
-
-    def _send(self, code: int, body: bytes, content_type: str) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        self.send_header("X-Content-Type-Options", "nosniff")
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _json(self, code: int, obj: Any) -> None:
-        self._send(code, json.dumps(obj, allow_nan=False).encode(), "application/json")
-
     def _error(self, code: int, message: str) -> None:
-        self._json(code, {"error": message})
+        self.send_json(code, {"error": message})
 
     def do_GET(self) -> None:  # noqa: N802 (the http.server interface)
         url = urlparse(self.path)
+        if self.admit(token_optional=url.path in STATIC) is None:
+            return
         query = {k: v[0] for k, v in parse_qs(url.query).items()}
         store = self.server.store
         try:
             if url.path in STATIC:
                 name, kind = STATIC[url.path]
                 body = resources.files("dhp.observe").joinpath("static", name).read_bytes()
-                return self._send(200, body, kind)
+                return self.send_body(200, body, kind)
             if url.path == "/api/overview":
-                return self._json(200, dict(overview(store), read_only=self.server.read_only))
+                return self.send_json(200, dict(overview(store), read_only=self.server.read_only))
             if url.path == "/api/handoffs":
-                return self._json(200, handoff_list(store, query.get("state"),
+                return self.send_json(200, handoff_list(store, query.get("state"),
                                                     query.get("kind")))
             if url.path.startswith("/api/handoffs/"):
-                return self._json(200, handoff_detail(store, url.path.split("/")[3]))
+                return self.send_json(200, handoff_detail(store, url.path.split("/")[3]))
             if url.path == "/metrics":
                 return self._metrics()
             self._error(404, f"no page {url.path}")
@@ -212,6 +206,8 @@ class Handler(BaseHTTPRequestHandler):
             self._error(400, str(exc))
 
     def do_POST(self) -> None:  # noqa: N802
+        if self.admit() is None:
+            return
         parts = urlparse(self.path).path.split("/")
         if len(parts) != 5 or parts[:3] != ["", "api", "handoffs"] or \
                 parts[4] not in ("requeue", "cancel"):
@@ -229,7 +225,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._error(404, str(exc))
         except (Conflict, DHPError) as exc:
             return self._error(409, str(exc))
-        self._json(200, {"ok": True, "status": api.status(self.server.store, hid)})
+        self.send_json(200, {"ok": True, "status": api.status(self.server.store, hid)})
 
     def _metrics(self) -> None:
         try:
@@ -237,17 +233,18 @@ class Handler(BaseHTTPRequestHandler):
         except ImportError:
             return self._error(404, "metrics need the `otel` extra (pip install "
                                     "'durable-handoff[otel]')")
-        self._send(200, generate_latest(), CONTENT_TYPE_LATEST)
+        self.send_body(200, generate_latest(), CONTENT_TYPE_LATEST)
 
 
 def serve(store: Any, bind: str, *, read_only: bool = False, token: str | None = None,
-          ready: threading.Event | None = None) -> Dashboard:
+          ready: threading.Event | None = None,
+          allowed_hosts: frozenset[str] = frozenset()) -> Dashboard:
     """Start the dashboard in a background thread; returns the server (`.url`, `.token`)."""
     host, _, port = bind.rpartition(":")
     if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise InvalidInput(f"--bind {bind!r}: give HOST:PORT with a port in 0..65535")
     server = Dashboard((host, int(port)), store, token=token or secrets.token_urlsafe(18),
-                       read_only=read_only)
+                       read_only=read_only, allowed_hosts=allowed_hosts)
     try:
         metrics.prometheus_reader()
         metrics.observe_store(store)

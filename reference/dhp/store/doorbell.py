@@ -100,15 +100,7 @@ class Waiter:
         """Block until a ring or `seconds` pass; True when rung (the rings are consumed)."""
         if self._fd is None:
             raise RuntimeError("Waiter used outside its with block")
-        ready, _, _ = select.select([self._fd], [], [], max(0.0, seconds))
-        if not ready:
-            return False
-        try:
-            while os.read(self._fd, 4096):
-                pass
-        except BlockingIOError:
-            pass
-        return True
+        return wait_for_rings(self._fd, seconds)
 
     def __exit__(self, *exc: object) -> None:
         if self._path is not None:
@@ -117,6 +109,20 @@ class Waiter:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def wait_for_rings(fd: int, seconds: float) -> bool:
+    """Block until non-blocking `fd` has bytes or `seconds` pass; True when it had, all read
+    (however many rings came, one look at the store serves them all)."""
+    ready, _, _ = select.select([fd], [], [], max(0.0, seconds))
+    if not ready:
+        return False
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass
+    return True
 
 
 def _unlink(path: str | os.PathLike) -> None:

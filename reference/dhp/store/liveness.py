@@ -8,7 +8,8 @@ for the lease to expire. Fencing keeps this safe if the signal were ever wrong.
 The incarnation is a fresh random id per process (re-drawn in a forked child), so a worker id
 reused by a restarted process never looks alive on behalf of its predecessor. A process that
 serves several clients (the MCP server) gives each client session a lock of its own
-(`session_lock`): closing it makes that session's leases recoverable while the process lives on.
+(`Liveness.for_session`): closing it makes that session's leases recoverable while the
+process lives on.
 """
 
 from __future__ import annotations
@@ -44,12 +45,6 @@ def for_folder(folder: str | os.PathLike) -> Liveness:
         return _instances[key]
 
 
-def session_lock(folder: str | os.PathLike) -> Liveness:
-    """A liveness lock of its own for one client session of this process (a fresh token;
-    flock locks of separate open files exclude each other even within one process)."""
-    return Liveness(Path(folder), name=secrets.token_hex(16))
-
-
 class Liveness:
     """The liveness lock of this process (or of one of its sessions, when `name` is given) in
     one store folder, and probes of other owners'."""
@@ -79,6 +74,12 @@ class Liveness:
                 os.rename(draft, path)
                 self._fd, self._path = fd, path
             return name
+
+    def for_session(self) -> Liveness:
+        """A lock of its own for one client session of this process (dhp-mcp's agents): a
+        fresh token; flock locks of separate open files exclude each other even within one
+        process, so probes see the session dead once it is closed."""
+        return Liveness(self.folder, name=secrets.token_hex(16))
 
     def owner_dead(self, token: str | None) -> bool:
         """True when the process named by `token` is certainly gone (its lock can be taken).

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import select
 import threading
 import time
@@ -152,6 +153,10 @@ class PgLiveness:
         process_lock(self.conninfo, self.kwargs).hold()
         return incarnation()
 
+    def for_session(self) -> PgSessionLock:
+        """A lock of its own for one client session of this process (dhp-mcp's agents)."""
+        return PgSessionLock(self)
+
     def owner_dead(self, token: str | None) -> bool:
         """True when the process named by `token` is certainly gone (its lock is free).
 
@@ -167,3 +172,41 @@ class PgLiveness:
         with self.store.connection() as conn:
             return conn.execute("SELECT pg_try_advisory_xact_lock(%s)",
                                 (_key(token),)).fetchone()[0]
+
+
+class PgSessionLock:
+    """The liveness lock of one client session of this process: its own random token and its
+    own connection holding the token's advisory lock, taken at the session's first take.
+    Closing it frees the lock, so every prober sees the session dead while the process lives
+    on. Unlike the process lock it is not retaken after a lost connection: the session's
+    leases may then be recovered, and fencing refuses its later writes."""
+
+    def __init__(self, process: PgLiveness):
+        self.process = process
+        self.name = secrets.token_hex(16)
+        self.conn: psycopg.Connection | None = None
+        self.mutex = threading.Lock()
+
+    def token(self) -> str:
+        if self.conn is None:
+            with self.mutex:
+                if self.conn is None:
+                    try:
+                        conn = psycopg.connect(self.process.conninfo, **{
+                            **self.process.kwargs,
+                            "application_name": f"dhp-session {os.getpid()}"})
+                        conn.execute("SELECT pg_advisory_lock(%s)", (_key(self.name),))
+                    except psycopg.Error as exc:
+                        raise Unavailable(f"cannot take the session's liveness lock: {exc}"
+                                          .strip()) from None
+                    self.conn = conn
+        return self.name
+
+    def owner_dead(self, token: str | None) -> bool:
+        return token != self.name and self.process.owner_dead(token)
+
+    def close(self) -> None:
+        with self.mutex:
+            if self.conn is not None:
+                self.conn.close()
+                self.conn = None

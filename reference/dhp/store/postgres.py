@@ -39,6 +39,9 @@ server's group commit shares one flush among concurrent committers). Heartbeats 
 `synchronous_commit = off`: losing one only shortens a lease.
 
 Liveness (DHP-SRV-003): see dhp.store.pg_liveness.
+
+Waking idle workers: a commit that leaves work takeable notifies the store's channel in the
+same transaction; see dhp.store.pg_doorbell.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ from dhp.core import journal
 from dhp.core.backend import DEFAULT_TTL, SYNCS, StoreBackend, Tx
 from dhp.core.errors import Internal, Unavailable
 from dhp.store.missing import no_store
+from dhp.store.pg_doorbell import PgDoorbell, Waiter, channel_for
 from dhp.store.pg_liveness import PgLiveness, advisory_key, probe_sql
 from dhp.store.pg_location import connect_failure, split_location
 
@@ -316,6 +320,8 @@ class PostgresTx(Tx):
         # A concurrent dispatch of the same intent inserted it first: same handoff (DHP-ID-004).
         cols = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "created_at", "updated_at")
         stamp, stamp_args = self._stamp()
+        for row in rows:
+            self.mark_takeable(row[2])
         with self.conn.cursor() as cur:
             cur.executemany(
                 f"INSERT INTO {self.s}.handoffs ({', '.join(cols)}) VALUES "
@@ -331,6 +337,7 @@ class PostgresTx(Tx):
     def put_record(self, handoff_id: str, record: dict, owner_incarnation: str | None) -> None:
         # Sent, not waited for: the row is locked by this transaction (get), and an error
         # surfaces at the commit, before anything is acknowledged.
+        self.mark_takeable(record)
         sets = ", ".join(f"{c} = %s" for c in (*RECORD_COLUMNS, "owner_incarnation"))
         stamp, stamp_args = self._stamp()
         self._execute(f"UPDATE {{s}}.handoffs SET {sets}, updated_at = {stamp} WHERE id = %s",
@@ -403,6 +410,14 @@ class PostgresTx(Tx):
         found = self._one(f"{self._select()} WHERE ({where}) AND task_kind = ANY(%s) "
                           "ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED", [*args, list(task_kinds)])
         return _row(found) if found else None
+
+    def next_resumable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
+        # Written so that the planner reads handoffs_by_state for these two states only.
+        return self._first("state IN ('orphaned', 'released') "
+                           "AND (state = 'orphaned' OR steps > 0) "
+                           "AND (not_before IS NULL OR not_before <= %s) "
+                           "OR state = 'claimed' AND lease_expires_at <= %s", [now, now],
+                           task_kinds)
 
     def next_takeable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
         return self._first("state IN ('pending', 'released', 'orphaned') "
@@ -500,10 +515,13 @@ class PostgresTx(Tx):
 
 
 @contextmanager
-def _pipelined_transaction(conn: psycopg.Connection, sync: str) -> Iterator[psycopg.Pipeline]:
+def _pipelined_transaction(conn: psycopg.Connection, sync: str,
+                           tx: PostgresTx) -> Iterator[psycopg.Pipeline]:
     """BEGIN ... COMMIT in pipeline mode: BEGIN goes out with the first statement and COMMIT
     with the last writes, in one round trip, whose answer is the acknowledgement. (Not
-    conn.transaction(): inside a pipeline it syncs after BEGIN, one round trip more.)"""
+    conn.transaction(): inside a pipeline it syncs after BEGIN, one round trip more.) When
+    the transaction left work takeable, its notification goes with the COMMIT: the server
+    delivers it at the commit, and never for a rollback."""
     try:
         with conn.pipeline() as pipeline:
             conn.execute("BEGIN")
@@ -514,6 +532,8 @@ def _pipelined_transaction(conn: psycopg.Connection, sync: str) -> Iterator[psyc
             except BaseException:
                 _roll_back(conn)  # sent with the sync at the pipeline's end
                 raise
+            if tx.announce:
+                conn.execute("SELECT pg_notify(%s, '')", (tx.store.doorbell.channel,))
             conn.execute("COMMIT")
     except BaseException:
         # When a statement failed the server skipped what followed it (the ROLLBACK too):
@@ -556,6 +576,7 @@ class PostgresStore(StoreBackend):
         self._pid = -1
         self._mutex = threading.Lock()
         self.liveness = PgLiveness(self.conninfo, self._kwargs, self)
+        self.doorbell = PgDoorbell(self.conninfo, self._kwargs, channel_for(self.schema))
         self._migrate()
 
     def __repr__(self) -> str:
@@ -690,10 +711,25 @@ class PostgresStore(StoreBackend):
                 if not write:
                     yield tx
                     return
-                with _pipelined_transaction(conn, sync) as tx.pipeline:
+                with _pipelined_transaction(conn, sync, tx) as tx.pipeline:
                     yield tx
             finally:
                 self._local.tx = None
+
+    def announce_work(self) -> None:
+        # This process's waiters at once (a signal handler may call this, even inside a
+        # transaction of this thread); the other processes' through the server.
+        self.doorbell.ring_here()
+        if self.in_transaction_on_this_thread():
+            return
+        try:
+            with self.connection() as conn:
+                conn.execute("SELECT pg_notify(%s, '')", (self.doorbell.channel,))
+        except Unavailable:
+            pass  # the others find the work at their next look (IDLE_RECHECK_S)
+
+    def work_waiter(self) -> Waiter:
+        return self.doorbell.waiter()
 
     def storage_check(self) -> list[str]:
         # The server checks its own pages (checksums, WAL); nothing is kept outside it.
@@ -704,6 +740,7 @@ class PostgresStore(StoreBackend):
         return []
 
     def close(self) -> None:
+        self.doorbell.close()
         with self._mutex:
             if self._pool is not None and self._pid == os.getpid():
                 self._pool.close()

@@ -348,6 +348,10 @@ def _update_sql(changed: tuple[int, ...], with_result: bool) -> str:
             "WHERE id = ?")
 
 
+# A claim whose lease has expired at ? (twice: the lease index's lower bound, migration 6).
+_EXPIRED = "state = 'claimed' AND lease_due <= ? AND lease_expires_at <= ?"
+
+
 class SQLiteTx(Tx):
     def __init__(self, conn: sqlite3.Connection, now: Callable[[], float],
                  written: WrittenRows | None = None):
@@ -409,12 +413,14 @@ class SQLiteTx(Tx):
 
     def _values(self, handoff_id: str, envelope: dict, record: dict, created_at: str,
                 text: str | None = None) -> list:
+        self.mark_takeable(record)
         columns = _record_values(record)
         return [handoff_id, _dumps(envelope) if text is None else text,
                 envelope["intent"]["task_kind"], *columns, created_at, self._now(),
                 record["lease_expires_at"], _progress_deadline(columns)]
 
     def put_record(self, handoff_id: str, record: dict, owner_incarnation: str | None) -> None:
+        self.mark_takeable(record)
         columns = _record_values(record)
         old = self._stored.get(handoff_id)
         now = self._now()
@@ -596,12 +602,17 @@ class SQLiteTx(Tx):
                                   "ORDER BY rowid LIMIT 1", [*args, *task_kinds]).fetchone()
         return self._read(found) if found else None
 
+    def next_resumable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
+        # Written so that the planner reads handoffs_by_kind for these two states only.
+        return self._first("(state IN ('orphaned', 'released') "
+                           "AND (state = 'orphaned' OR steps > 0) "
+                           f"AND (not_before IS NULL OR not_before <= ?) OR {_EXPIRED})",
+                           [now, now, now], task_kinds)
+
     def next_takeable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
         return self._first("(state IN ('pending', 'released', 'orphaned') "
-                           "AND (not_before IS NULL OR not_before <= ?) "
-                           "OR state = 'claimed' AND lease_due <= ? AND lease_expires_at <= ?)",
-                           [now, now, now],
-                           task_kinds)
+                           f"AND (not_before IS NULL OR not_before <= ?) OR {_EXPIRED})",
+                           [now, now, now], task_kinds)
 
     def claimed_by(self, incarnation: str, task_kinds: tuple[str, ...]) -> dict | None:
         return self._first("state = 'claimed' AND owner_incarnation = ?", [incarnation],
@@ -980,3 +991,5 @@ class _Transaction:
         finally:
             store._busy_thread = None
             store._lock.release()
+        if self.tx.announce:  # committed and synced: ring now (a FIFO is no transaction)
+            store.announce_work()

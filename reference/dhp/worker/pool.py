@@ -6,6 +6,9 @@ idle sibling looks at once and claim_next takes the dead child's handoff (its li
 is free, DHP-SCH-005) from the last checkpoint; then the parent starts a new child. No
 supervisor is involved.
 
+When the parent itself dies (kill -9), each child is told at once (dhp.worker.parent_watch):
+it takes nothing more, gives back what it runs, and exits, so no worker goes on unwatched.
+
 Threads (`--threads`): one process, `concurrency` Runner threads; for functions that wait on
 I/O. A kill -9 then takes the whole pool, and another pool or worker recovers its work.
 
@@ -28,6 +31,7 @@ from typing import Any, TextIO
 from dhp import api
 from dhp.core.backend import StoreBackend
 from dhp.core.errors import InvalidInput
+from dhp.worker import parent_watch
 from dhp.worker.runtime import (
     EXIT_FAILED,
     EXIT_OK,
@@ -96,6 +100,7 @@ class Pool:
         self.stop = threading.Event()
         self.name = f"pool-{socket.gethostname()}-{os.getpid()}"
         self.children: dict[int, tuple[int, float]] = {}  # pid -> (slot, started at)
+        self._parent_pipe: tuple[int, int] | None = None  # read, write (parent_watch)
 
     def log(self, event: str, text: str) -> None:
         log_line(self.out, self.name, event, text)
@@ -133,6 +138,7 @@ class Pool:
 
     def _run_processes(self) -> int:
         children = self.children
+        self._parent_pipe = os.pipe()  # its write end open only here: closed at our death
         for slot in range(1, self.concurrency + 1):
             self._start(children, slot)
         failed = None
@@ -162,17 +168,18 @@ class Pool:
         return EXIT_OK if failed is None else failed
 
     def _start(self, children: dict[int, tuple[int, float]], slot: int) -> int:
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child: one Runner, then leave without the parent's cleanup
             code = EXIT_FAILED
             try:
-                code = self._child()
+                code = self._child(parent)
             finally:
                 os._exit(code)
         children[pid] = (slot, time.monotonic())
         return pid
 
-    def _child(self) -> int:
+    def _child(self, parent: int) -> int:
         worker_id = f"{socket.gethostname()}-{os.getpid()}"
         runner = Runner(self.store, self.tasks, worker_id, stop=self.stop, out=self.out,
                         ttl=self.ttl)
@@ -198,9 +205,21 @@ class Pool:
             if runner.busy:
                 raise Drain()
 
+        def on_parent_gone(signum: int, frame: Any) -> None:
+            # Nobody watches or restarts this worker now: take nothing more, give back the
+            # running handoff at once (no grace: the pool that granted it is gone), exit.
+            if self.stop.is_set() and not runner.busy:
+                return
+            self.stop.set()
+            if runner.busy:
+                raise Drain()
+            self.store.announce_work()  # ends this worker's wait, if it waits
+
         signal.signal(signal.SIGTERM, on_term)
         signal.signal(signal.SIGINT, on_term)
         signal.signal(signal.SIGALRM, on_alarm)
+        signal.signal(signal.SIGHUP, on_parent_gone)
+        parent_watch.die_with_parent(parent, *self._parent_pipe, signal.SIGHUP)
         try:
             return runner.run_until_stopped()
         finally:

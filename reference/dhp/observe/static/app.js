@@ -2,6 +2,9 @@
 "use strict";
 const $ = (sel) => document.querySelector(sel);
 const tokenInput = $("#token");
+// A dashboard off loopback prints its URL with #token=...: every read needs the token there.
+const given = new URLSearchParams(location.hash.slice(1)).get("token");
+if (given) { sessionStorage.setItem("dhp-token", given); history.replaceState(null, "", location.pathname); }
 tokenInput.value = sessionStorage.getItem("dhp-token") || "";
 tokenInput.addEventListener("change", () => sessionStorage.setItem("dhp-token", tokenInput.value));
 
@@ -20,7 +23,8 @@ const age = (s) => s == null ? "" : s < 60 ? `${Math.floor(s)} s` : s < 3600
   ? `${Math.floor(s / 60)} min` : s < 86400 ? `${Math.floor(s / 3600)} h` : `${Math.floor(s / 86400)} d`;
 
 async function getJSON(url) {
-  const r = await fetch(url, { cache: "no-store" });
+  const headers = tokenInput.value ? { Authorization: `Bearer ${tokenInput.value}` } : {};
+  const r = await fetch(url, { cache: "no-store", headers });
   if (!r.ok) throw new Error((await r.json()).error || r.statusText);
   return r.json();
 }
