@@ -326,7 +326,8 @@ def start_bridge(store: str, tasks_db: Path, *extra: str, env: dict | None = Non
                  ) -> tuple[subprocess.Popen, str]:
     """A `dhp-a2a` on a free loopback port: (process, url)."""
     proc = subprocess.Popen([sys.executable, "-m", "dhp.agents.a2a_server", "--store", store,
-                             "--tasks-db", str(tasks_db), "--bind", "127.0.0.1:0", *extra],
+                             "--create", "--tasks-db", str(tasks_db), "--bind", "127.0.0.1:0",
+                             *extra],
                             stderr=subprocess.PIPE, text=True,
                             env={**os.environ, **(env or {})})
     line = read_line(proc, "serving|error", "stderr")

@@ -49,8 +49,8 @@ async def call(client: Client, tool: str, args: dict) -> tuple[bool, dict]:
 def start_http(root: str, *extra: str, host: str = "127.0.0.1",
                env: dict | None = None) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen([sys.executable, "-m", "dhp.agents.mcp_cli", "--root", root,
-                             "--http", f"{host}:0", *extra], stderr=subprocess.PIPE,
-                            text=True, env=env)
+                             "--create", "--http", f"{host}:0", *extra],
+                            stderr=subprocess.PIPE, text=True, env=env)
     line = proc.stderr.readline()
     match = re.search(r"(http://\S+/mcp)", line)
     assert match, f"no address in {line!r}: {proc.stderr.read() if proc.poll() else ''}"
