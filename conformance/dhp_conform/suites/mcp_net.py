@@ -37,6 +37,17 @@ def _http_only(ctx: Ctx) -> bool:
     return False
 
 
+def _settable(ctx: Ctx, placeholder: str, why: str) -> bool:
+    """Over HTTP, and the server command lets the kit set `placeholder`; else skipped."""
+    if not _http_only(ctx):
+        return False
+    if ctx.run.harness.mcp_servers.has(placeholder):
+        return True
+    for rid in ctx.check.requirements:
+        ctx.skip(rid, f"the server command has no {{{placeholder}}}: {why}")
+    return False
+
+
 def _note(ctx: Ctx, text: str) -> None:
     ctx.run.harness.notes.append(f"{ctx.check.id}: {text}")
 
@@ -189,11 +200,8 @@ def body_limit(ctx: Ctx) -> None:
 def read_timeout(ctx: Ctx) -> None:
     """DHP-SEC-008: a connection whose request headers never end is closed within the read
     timeout (+ slack), though a byte arrives every 0.25 s."""
-    if not _http_only(ctx):
-        return
-    if not ctx.run.harness.mcp_servers.has("read_timeout"):
-        ctx.skip("DHP-SEC-008", "the server command has no {read_timeout}, so the kit "
-                 "cannot know the bound to judge a stalled request by")
+    if not _settable(ctx, "read_timeout", "the kit cannot know the bound to judge a "
+                     "stalled request by"):
         return
     _, sc = _scenario(ctx, "read-timeout", 5.0, read_timeout=READ_TIMEOUT_S)
     addr, port = _address(sc)
@@ -211,11 +219,8 @@ def read_timeout(ctx: Ctx) -> None:
 def session_cap(ctx: Ctx) -> None:
     """DHP-SEC-007: past the sessions-per-address cap, a new session is refused with 429
     naming the bound, and the open ones still answer."""
-    if not _http_only(ctx):
-        return
-    if not ctx.run.harness.mcp_servers.has("max_sessions_per_address"):
-        ctx.skip("DHP-SEC-007", "the server command has no {max_sessions_per_address}: the "
-                 "kit judges a cap only where the implementation lets it set one")
+    if not _settable(ctx, "max_sessions_per_address", "the kit judges a cap only where "
+                     "the implementation lets it set one"):
         return
     params, sc = _scenario(ctx, "session-cap", 5.0, max_sessions_per_address=SESSION_CAP)
     addr, port = _address(sc)
@@ -239,13 +244,9 @@ def session_cap(ctx: Ctx) -> None:
 def principal(ctx: Ctx) -> None:
     """DHP-SEC-009: a session id presented under another token is answered as unknown (404);
     under its own token it answers."""
-    if not _http_only(ctx):
+    if not _settable(ctx, "token_file", "the kit cannot give the server two principals"):
         return
     servers = ctx.run.harness.mcp_servers
-    if not servers.has("token_file"):
-        ctx.skip("DHP-SEC-009", "the server command has no {token_file}: the kit cannot give "
-                 "the server two principals")
-        return
     _, sc = _scenario(ctx, "principal", 5.0)
     addr, port = _address(sc)
     mine, other = servers.tokens
