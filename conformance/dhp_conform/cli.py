@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     except rundir.RunDirError as exc:
         print(f"dhp-conform: {exc}", file=sys.stderr)
         return 2
-    timeout = args.timeout
+    timeout, template = args.timeout, None
     if args.profile == "mcp":
         missing = sdk_missing()
         if missing:
