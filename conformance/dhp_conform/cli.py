@@ -16,7 +16,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from . import __version__, coverage, report, rundir, runner
+from . import __version__, coverage, mcp_http, report, rundir, runner
 from .harness import Harness
 from .manifest import Impl, ManifestError, add_arguments, resolve
 from .mcp_client import sdk_missing
@@ -52,7 +52,16 @@ def _parser() -> argparse.ArgumentParser:
                    help="adapter (default): --impl is a conformance adapter; mcp: --impl is an "
                         "MCP server command with {data} and {ttl} placeholders, e.g. 'dhp-mcp "
                         "--root {data} --create --ttl {ttl}', certified through MCP client "
-                        "sessions (needs the mcp SDK; --timeout defaults to 60 then)")
+                        "sessions "
+                        "(needs the mcp SDK; --timeout defaults to 60 then). With {port} in the "
+                        "command, over streamable HTTP: one server per scenario on a free port "
+                        "the kit picks, e.g. 'dhp-mcp --root {data} --create --ttl {ttl} --http "
+                        "{host}:{port} --agent-timeout {agent_timeout}' (docs/agents/mcp.md "
+                        "lists every placeholder)")
+    p.add_argument("--agent-timeout", type=float, default=8.0, metavar="SECONDS",
+                   help="the MCP server's agent timeout over HTTP (DHP-MCP-020; default 8, the "
+                        "spec allows at most 10): filled into {agent_timeout}, and the bound "
+                        "the kit judges a client without an event stream by")
     p.add_argument("--quick", action="store_true", help="fewer processes, rounds and faults")
     p.add_argument("--only", action="append", metavar="PATTERN",
                    help="only requirements matching this glob, e.g. 'DHP-FEN-*' (repeatable)")
@@ -88,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     except rundir.RunDirError as exc:
         print(f"dhp-conform: {exc}", file=sys.stderr)
         return 2
-    timeout = args.timeout
+    timeout, template = args.timeout, None
     if args.profile == "mcp":
         missing = sdk_missing()
         if missing:
@@ -96,9 +105,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         timeout = max(timeout, MCP_TIMEOUT)  # a server and an SDK client start per agent
         if args.mode == "smoke":
-            impl = runner.mcp_impl(impl)[0]
+            impl, template = runner.mcp_impl(impl)
     if args.mode == "smoke":
-        code = smoke(impl, workdir, timeout)
+        code = smoke(impl, workdir, timeout, template, args.agent_timeout)
         if code == 0 and not keep:
             shutil.rmtree(workdir, ignore_errors=True)
         elif code:
@@ -110,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         outcome = runner.run(impl, workdir, seed=seed, quick=args.quick, only=args.only,
                              suites=args.suite, timeout=timeout, profile=args.profile,
-                             progress=progress.step)
+                             agent_timeout=args.agent_timeout, progress=progress.step)
     finally:
         progress.close()
     print(report.summary(outcome.report, outcome.adapter_errors))
@@ -131,13 +140,24 @@ def main(argv: list[str] | None = None) -> int:
     return outcome.exit_code
 
 
-def smoke(impl: str | Impl, workdir: Path, timeout: float) -> int:
-    """Check the wiring: start, hello, init, and one handoff from dispatch to result."""
+def smoke(impl: str | Impl, workdir: Path, timeout: float, template: list[str] | None = None,
+          agent_timeout: float = 8.0) -> int:
+    """Check the wiring: start, hello, init, and one handoff from dispatch to result.
+    `template`: the MCP profile's server command, which `impl` (the bridge) reaches."""
     harness = Harness(impl, workdir, timeout=timeout)
-    sc = harness.scenario("smoke", ttl=5.0)
+    if template is not None:
+        harness.mcp_servers = mcp_http.Servers(template, agent_timeout=agent_timeout,
+                                               timeout=timeout, env=harness.impl.env,
+                                               cwd=harness.impl.cwd)
+    try:
+        sc = harness.scenario("smoke", ttl=5.0)
+    except AdapterError as exc:
+        print(f"FAIL start of the MCP server: {exc}")
+        return 2
     try:
         p = sc.spawn("p1")
     except AdapterError as exc:
+        sc.close()
         print(f"FAIL start/hello/init: {exc}")
         return 2
     impl_info = harness.hello["implementation"]

@@ -15,7 +15,7 @@ import dhp_data
 
 from . import runner
 from .requirements import conformance_class, level
-from .suites import SUITES
+from .suites import SUITES, mcp_net
 
 WIRE = ("DHP-ERR-001", "DHP-ERR-002", "DHP-ERR-003")
 
@@ -23,7 +23,7 @@ WIRE = ("DHP-ERR-001", "DHP-ERR-002", "DHP-ERR-003")
 def kit_checks() -> dict[str, list[str]]:
     """requirement -> the ids of the kit checks that judge it."""
     out: dict[str, list[str]] = defaultdict(list)
-    for suite in SUITES.values():
+    for suite in [*SUITES.values(), mcp_net]:  # mcp_net: the MCP profile's HTTP checks
         for check in suite.CHECKS:
             for rid in check.requirements:
                 if check.id not in out[rid]:

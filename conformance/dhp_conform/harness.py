@@ -153,6 +153,8 @@ class Scenario:
         self.procs: dict[str, Proc] = {}
         self.stopped: set[str] = set()
         self.facts: dict[str, Any] = {}  # what checkers need: ttl, budgets, schemas
+        self.server: Any = None  # the MCP profile's HTTP server of this scenario (mcp_http)
+        self.params: dict[str, Any] = {}  # how the MCP profile reaches it (mcp_http)
 
     def spawn(self, name: str, handshake: bool = True) -> Proc:
         proc = Proc(self, name)
@@ -208,6 +210,8 @@ class Scenario:
             t.start()
         for t in threads:
             t.join()
+        if self.server is not None:
+            self.server.stop()
 
 
 class Harness:
@@ -221,6 +225,7 @@ class Harness:
         self.wire_findings: list[dict] = []   # malformed responses or errors (ERR-*, ADP-*)
         self.notes: list[str] = []  # what the summary must say beyond the results
         self.mcp_template: list[str] | None = None  # the MCP profile's server command
+        self.mcp_servers: Any = None  # mcp_http.Servers: fills in the MCP profile's scenarios
         self._count = 0
         self._count_lock = threading.Lock()
 
@@ -228,11 +233,16 @@ class Harness:
     def features(self) -> set[str]:
         return set((self.hello or {}).get("features", []))
 
-    def scenario(self, name: str, ttl: float = 1.0, clock: str = "system") -> Scenario:
+    def scenario(self, name: str, ttl: float = 1.0, clock: str = "system",
+                 server: dict | None = None) -> Scenario:
+        """`server`: placeholders of the MCP profile's server command this scenario sets."""
         with self._count_lock:
             self._count += 1
             number = self._count
-        return Scenario(self, f"{number:03d}-{name}", ttl, clock)
+        sc = Scenario(self, f"{number:03d}-{name}", ttl, clock)
+        if self.mcp_servers is not None:
+            self.mcp_servers.prepare(sc, server)
+        return sc
 
     def check_wire(self, response: dict, invoke: dict) -> None:
         """Validate a response against schemas/adapter-response.json and its error against

@@ -2,8 +2,11 @@
 
 It speaks the kit's adapter protocol (spec/adapter.md) on stdin/stdout, so the harness can
 drive, SIGKILL and restart it like any adapter, and turns each operation into a tool call of
-the MCP binding (spec/mcp.md) in one MCP client session with the server it starts over stdio
-at `init`. Killing this process is an agent dying mid-task: its server sees the session end.
+the MCP binding (spec/mcp.md) in one MCP client session opened at `init`: with a server it
+starts over stdio, or, when the kit serves the scenario over streamable HTTP, with that
+server's URL (read from the scenario folder's scenario.json, see mcp_http). Killing this
+process is an agent dying mid-task: over stdio its server sees the pipe close, over HTTP the
+server must notice by itself (DHP-MCP-020).
 
 Fenced writes name (worker, fence) as the adapter protocol does; the bridge presents them as
 the lease token {handoff_id, worker_id, fence} and never remembers a lease by worker name.
@@ -17,7 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .mcp_client import Session, ToolReply, command
+from .mcp_client import Session, ToolReply, scenario_session
+from .mcp_http import read_params
 
 FEATURES = ["claim_next", "export_log", "liveness"]
 
@@ -64,9 +68,9 @@ class Bridge:
         if args.get("clock", "system") != "system":
             raise BridgeError("invalid_input", "the MCP binding has no manual clock")
         data = Path(args["data"])
-        argv = command(self.template, data, float(args["ttl"]))
+        params = read_params(data) or {"values": {"data": str(data), "ttl": float(args["ttl"])}}
         errlog = open(data / f"mcp-server-{args.get('process', 'agent')}.log", "a")  # noqa: SIM115
-        self.session = Session(argv, errlog=errlog)
+        self.session = scenario_session(self.template, params, errlog=errlog)
         await self.session.__aenter__()
         # Warm up (the client's tool list, the server's first calls) so that the first
         # timed operation of a check measures the server, not its start-up.

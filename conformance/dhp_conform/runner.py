@@ -11,12 +11,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import checkers, oracle, report
+from . import checkers, mcp_http, oracle, report
 from .harness import Harness
 from .manifest import Impl, resolve
 from .process import AdapterError
 from .requirements import selected
-from .suites import SUITES
+from .suites import SUITES, mcp_net
 from .suites import mcp as mcp_suite
 from .suites.base import Run, run_check
 
@@ -52,10 +52,12 @@ class Outcome:
 
 def run(impl: str | Impl, workdir: Path, *, seed: int | None = None, quick: bool = False,
         only: list[str] | None = None, suites: list[str] | None = None,
-        timeout: float = 10.0, profile: str = "adapter",
+        timeout: float = 10.0, profile: str = "adapter", agent_timeout: float = 8.0,
         progress: Callable[[int, int, str], None] | None = None) -> Outcome:
     """`profile` "mcp": `impl` is an MCP server command template (spec/mcp.md), driven through
-    `dhp_conform.mcp_bridge` agents and the mcp suite's own client sessions.
+    `dhp_conform.mcp_bridge` agents and the mcp suite's own client sessions; with `{port}` in
+    it, over streamable HTTP, one server per scenario (mcp_http), whose agent timeout
+    (DHP-MCP-020) is `agent_timeout`.
     `progress(done, total, label)` is called as each check ends."""
     seed = seed if seed is not None else random.randrange(2**31)
     started = report.now()
@@ -64,12 +66,18 @@ def run(impl: str | Impl, workdir: Path, *, seed: int | None = None, quick: bool
         impl, template = mcp_impl(impl)
     harness = Harness(impl, workdir, timeout=timeout)
     harness.mcp_template = template
+    if template is not None:
+        harness.mcp_servers = mcp_http.Servers(template, agent_timeout=agent_timeout,
+                                               timeout=timeout, env=impl.env, cwd=impl.cwd)
     state = Run(harness, seed, quick)
+    probe = None
     try:
         probe = harness.scenario("probe", ttl=5.0)
         probe.spawn("probe")
         probe.close()
     except AdapterError as exc:
+        if probe is not None:
+            probe.close()
         harness.adapter_errors.append(f"the adapter did not start: {exc}")
         rep = report.build([], harness.hello, seed, started, incomplete=True)
         return Outcome(rep, 2, harness.adapter_errors, harness.history.save(workdir))
@@ -136,7 +144,7 @@ def mcp_impl(impl: str | Impl) -> tuple[Impl, list[str]]:
 def _candidates(profile: str, suites: list[str] | None) -> list:
     if profile == "mcp":
         wanted = [c for name in SUITES if name != "mcp" for c in SUITES[name].CHECKS
-                  if c.id in mcp_suite.PROFILE] + list(mcp_suite.CHECKS)
+                  if c.id in mcp_suite.PROFILE] + list(mcp_suite.CHECKS) + list(mcp_net.CHECKS)
         return [c for c in wanted if not suites or c.suite in suites]
     return [c for name in suites or [s for s in SUITES if s != "mcp"]
             for c in SUITES[name].CHECKS]

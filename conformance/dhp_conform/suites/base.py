@@ -79,8 +79,9 @@ class Ctx:
     def quick(self) -> bool:
         return self.run.quick
 
-    def scenario(self, name: str, ttl: float = 1.0, clock: str = "system") -> Scenario:
-        sc = self.run.harness.scenario(f"{self.check.suite}-{name}", ttl, clock)
+    def scenario(self, name: str, ttl: float = 1.0, clock: str = "system",
+                 server: dict | None = None) -> Scenario:
+        sc = self.run.harness.scenario(f"{self.check.suite}-{name}", ttl, clock, server)
         sc.facts["check"] = self.check.id
         self.scenarios.append(sc)
         self.run.scenarios.append(sc)

@@ -12,7 +12,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from .. import oracle
-from ..mcp_client import TOOLS, Session, ToolReply, command
+from ..mcp_client import TOOLS, Session, ToolReply, scenario_session
 from . import chaos
 from .base import SCHEMA, Check, Ctx
 
@@ -28,17 +28,24 @@ PROFILE = ["lifecycle:dispatch-identity", "lifecycle:claim-release", "lifecycle:
 RECOVERY_BOUND_S = 5.0
 
 
-def _argv(ctx: Ctx, name: str, ttl: float) -> tuple[list[str], Any]:
-    sc = ctx.scenario(name, ttl=ttl)
-    return command(ctx.run.harness.mcp_template, sc.data, ttl), sc
+def _scenario(ctx: Ctx, name: str, ttl: float, **server: Any) -> tuple[dict, Any]:
+    """A scenario, and how to reach its server (mcp_http: its URL, or the stdio command)."""
+    sc = ctx.scenario(name, ttl=ttl, server=server or None)
+    return sc.params, sc
 
 
-def _session(ctx: Ctx, argv: list[str], label: str) -> Session:
+def over_http(ctx: Ctx) -> bool:
+    return bool(ctx.run.harness.mcp_servers and ctx.run.harness.mcp_servers.http)
+
+
+def _session(ctx: Ctx, params: dict, label: str, mode: str | None = None) -> Session:
+    """A kit session with the scenario's server (over stdio: a server of its own)."""
     harness = ctx.run.harness
     log = harness.workdir / "stderr" / f"mcp-{ctx.check.name}-{label}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    return Session(argv, env=harness.impl.env, cwd=harness.impl.cwd,
-                   errlog=log.open("a"), timeout=max(harness.timeout, 30.0))
+    return scenario_session(harness.mcp_template, params, mode=mode, env=harness.impl.env,
+                            cwd=harness.impl.cwd, errlog=log.open("a"),
+                            timeout=max(harness.timeout, 30.0))
 
 
 def _dispatch_args(ctx: Ctx, **budget: Any) -> dict:
@@ -92,15 +99,19 @@ async def _claimed(ctx: Ctx, s: Session, worker: str) -> tuple[str, dict]:
 # --- the checks -----------------------------------------------------------------------------
 
 def tools_and_results(ctx: Ctx) -> None:
-    argv, _ = _argv(ctx, "tools", 5.0)
+    params, _ = _scenario(ctx, "tools", 5.0)
 
     async def run() -> None:
-        async with _session(ctx, argv, "a") as s:
+        async with _session(ctx, params, "a") as s:
             listed = {t.name: t for t in await s.tools()}
-            # The kit starts the server as a subprocess and speaks MCP over its stdin/stdout:
-            # a session that answers tools/list is the stdio transport (DHP-MCP-010).
-            ctx.expect("DHP-MCP-010", bool(listed), "the server answered tools/list over stdio "
-                       "with no tools")
+            if over_http(ctx):  # the stdio transport is a stdio run's to judge
+                ctx.skip("DHP-MCP-010", "this run reached the server over streamable HTTP; "
+                         "run the profile with a stdio command to judge the stdio transport")
+            else:
+                # The kit starts the server as a subprocess and speaks MCP over its stdin and
+                # stdout: a session that answers tools/list is the stdio transport.
+                ctx.expect("DHP-MCP-010", bool(listed), "the server answered tools/list over "
+                           "stdio with no tools")
             missing = [n for n in TOOLS if n not in listed]
             ctx.expect("DHP-MCP-001", not missing, f"tools missing: {missing}")
             for name in TOOLS:
@@ -173,10 +184,10 @@ def tools_and_results(ctx: Ctx) -> None:
 
 
 def errors(ctx: Ctx) -> None:
-    argv, _ = _argv(ctx, "errors", 5.0)
+    params, _ = _scenario(ctx, "errors", 5.0)
 
     async def run() -> None:
-        async with _session(ctx, argv, "a") as s:
+        async with _session(ctx, params, "a") as s:
             _refused(ctx, await s.call("claim", {"handoff_id": "sha256:00"}), "invalid_input",
                      "claim without worker_id and with a malformed id", "DHP-MCP-003")
             _refused(ctx, await s.call("checkpoint", {"state": 1}), "invalid_input",
@@ -226,10 +237,10 @@ def errors(ctx: Ctx) -> None:
 
 def lease_token(ctx: Ctx) -> None:
     """The token is the credential, within the session that took it (DHP-MCP-005, -009)."""
-    argv, _ = _argv(ctx, "lease-token", 5.0)
+    params, _ = _scenario(ctx, "lease-token", 5.0)
 
     async def run() -> None:
-        async with _session(ctx, argv, "a") as a, _session(ctx, argv, "b") as b:
+        async with _session(ctx, params, "a") as a, _session(ctx, params, "b") as b:
             hid, lease = await _claimed(ctx, a, "w")
             ctx.expect("DHP-MCP-005", set(lease) >= {"handoff_id", "worker_id", "fence"}
                        and lease["worker_id"] == "w" and lease["handoff_id"] == hid,
@@ -255,10 +266,10 @@ def lease_token(ctx: Ctx) -> None:
 def session_heartbeat(ctx: Ctx) -> None:
     """An agent thinks for three TTLs between calls; its lease lives (DHP-MCP-006)."""
     ttl = 1.0
-    argv, _ = _argv(ctx, "session-heartbeat", ttl)
+    params, _ = _scenario(ctx, "session-heartbeat", ttl)
 
     async def run() -> None:
-        async with _session(ctx, argv, "a") as a, _session(ctx, argv, "b") as b:
+        async with _session(ctx, params, "a") as a, _session(ctx, params, "b") as b:
             hid = _need(ctx, await a.call("dispatch", _dispatch_args(ctx)),
                         "dispatch")["handoff_id"]
             lease = _need(ctx, await a.call("claim", {"handoff_id": hid, "worker_id": "w"}),
@@ -281,11 +292,11 @@ def session_heartbeat(ctx: Ctx) -> None:
 def session_end(ctx: Ctx) -> None:
     """The client closes its session; another recovers at once (DHP-MCP-007, -008)."""
     ttl = 30.0  # recovery can only come from the session's end, never from expiry
-    argv, _ = _argv(ctx, "session-end", ttl)
+    params, _ = _scenario(ctx, "session-end", ttl)
 
     async def run() -> None:
-        async with _session(ctx, argv, "b") as b:
-            async with _session(ctx, argv, "a") as a:
+        async with _session(ctx, params, "b") as b:
+            async with _session(ctx, params, "a") as a:
                 hids, states = [], []
                 for n in range(2):
                     hid = _need(ctx, await a.call("dispatch", _dispatch_args(ctx)),
@@ -346,10 +357,10 @@ def _colliding(ctx: Ctx) -> list[dict]:
 
 def pages_and_prefixes(ctx: Ctx) -> None:
     """list pages with a cursor (DHP-MCP-012); ids by unique prefix (DHP-MCP-013)."""
-    argv, _ = _argv(ctx, "pages-prefixes", 5.0)
+    params, _ = _scenario(ctx, "pages-prefixes", 5.0)
 
     async def run() -> None:
-        async with _session(ctx, argv, "a") as s:
+        async with _session(ctx, params, "a") as s:
             kind = f"conform.mcp.page{ctx.rng.getrandbits(20)}"
             made = []
             for _ in range(5):
@@ -413,10 +424,10 @@ def pages_and_prefixes(ctx: Ctx) -> None:
 def complete_retry(ctx: Ctx) -> None:
     """A complete retried in its session with the same result succeeds; anything else is
     refused (DHP-MCP-014)."""
-    argv, _ = _argv(ctx, "complete-retry", 5.0)
+    params, _ = _scenario(ctx, "complete-retry", 5.0)
 
     async def run() -> None:
-        async with _session(ctx, argv, "a") as a, _session(ctx, argv, "b") as b:
+        async with _session(ctx, params, "a") as a, _session(ctx, params, "b") as b:
             hid, lease = await _claimed(ctx, a, "w")
             result = {"total": ctx.rng.getrandbits(20)}
             _need(ctx, await a.call("complete", {"lease": lease, "result": result}), "complete")
