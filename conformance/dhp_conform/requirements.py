@@ -14,6 +14,8 @@ MAY = {"DHP-ENV-005"}
 # The conformance class whose verdict a requirement counts toward (spec/index.md, classes):
 # the supervisor's own rules, the transport's, and everything else the store's.
 SUPERVISOR = {"DHP-LSE-007", "DHP-ADP-015"}
+# The network-server rules (spec/security.md): the kit judges them on an MCP server over HTTP.
+NETWORK_SERVER = {"DHP-SEC-006", "DHP-SEC-007", "DHP-SEC-008", "DHP-SEC-009"}
 CLASS_OF_AREA = {"SUP": "supervisor", "TRN": "transport",
                  **dict.fromkeys(("GEN", "CJ", "ID", "ENV", "STM", "LSE", "FEN", "CKP", "BUD",
                                   "RES", "LOG", "ERR", "SEC", "ADP"), "store")}
@@ -75,7 +77,7 @@ def member_of(rid: str) -> str | None:
     known = _index().get(rid, {}).get("class")
     if isinstance(known, str):
         return known
-    if rid.startswith("DHP-MCP-"):
+    if rid.startswith("DHP-MCP-") or rid in NETWORK_SERVER:
         return "mcp-server"
     if rid in SUPERVISOR:
         return "supervisor"
