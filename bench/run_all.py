@@ -45,6 +45,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "tracing_overhead": ["tracing_overhead.py"],
     "startup": ["startup.py"],
     "mcp": ["mcp_bench.py"],
+    "server_load": ["server_load.py"],
     "throughput": ["throughput.py"],
     "claim_latency": ["claim_latency.py"],
     "group_commit": ["group_commit.py"],
@@ -53,7 +54,7 @@ BENCHMARKS: dict[str, list[str]] = {
 }
 
 # sides include ours_pg
-USES_POSTGRES = {"failover", "throughput", "claim_latency", "pickup_latency"}
+USES_POSTGRES = {"failover", "throughput", "claim_latency", "pickup_latency", "mcp"}
 
 
 def cpu_model() -> str:

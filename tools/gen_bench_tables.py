@@ -432,13 +432,30 @@ def validate(r: dict) -> str:
                    num(r["cpu_seconds"]), num(r["peak_rss_mib"], " MiB")]])
 
 
+def server_load(r: dict) -> str:
+    def row(what: str, use: dict, call: str | None) -> list:
+        timed = use.get(call) if call else None
+        return [what, num(use.get("n", 0)), num(use["rss_mb"], " MB"), num(use["fds"]),
+                num(use["threads"]),
+                f"{num(timed['median_ms'], ' ms')} (max {num(timed['max_ms'], ' ms')})"
+                if timed else ""]
+    rows = [row("dhp-mcp idle", r["mcp"]["idle_server"], None),
+            row("dhp-mcp, idle MCP sessions", r["mcp"]["sessions"], "health"),
+            row("dhp-mcp, open event streams", r["mcp"]["streams"], "health")]
+    if "streams" in r.get("a2a", {}):
+        rows += [row("dhp-a2a idle", r["a2a"]["idle_server"], None),
+                 row("dhp-a2a, open task streams", r["a2a"]["streams"], "get_task")]
+    return table(["server", "clients", "resident memory", "descriptors", "threads",
+                  "one more call: median"], rows)
+
+
 RENDER: dict[str, Callable[[dict], str]] = {
     "failover": failover, "checkpoint_rate": checkpoint_rate,
     "supervisor_pass": supervisor_pass, "sdk_ops": sdk_ops, "dispatch": dispatch,
     "list": listing, "transport": transport, "preauth_attack": preauth_attack,
     "worker_pool": worker_pool, "pickup_latency": pickup_latency,
     "tracing_overhead": tracing_overhead, "startup": startup,
-    "mcp": mcp, "throughput": throughput, "claim_latency": claim_latency, "validate": validate,
+    "mcp": mcp, "server_load": server_load, "throughput": throughput, "claim_latency": claim_latency, "validate": validate,
     "write_cost": write_cost, "group_commit": group_commit,
     "group_commit_slow": group_commit}
 
