@@ -71,6 +71,80 @@ def test_a_task_that_raises_twice_shows_both_errors(store_location):
         REGISTRY.pop("boom.twice", None)
 
 
+def _two_failures(location: str) -> str:
+    """A handoff dead-lettered after RuntimeError then ConnectionError (max_attempts 2)."""
+    store = dhp.Store(location)
+    hid = dhp.dispatch(store, "shown", {}, SCHEMA, {"max_attempts": 2})
+    for error in (RuntimeError("boom"), ConnectionError("upstream returned 503")):
+        dhp.claim(store, hid, "w1", heartbeat_interval=0).fail(error)
+    store.close()
+    return hid
+
+
+def test_the_errors_are_shown_by_cli_mcp_dashboard_and_a2a(store_location, capsys):
+    """`dhp status` (human and --json), `dhp dlq ls`, the MCP status and dlq tools, the
+    dashboard's timeline and the A2A task's failed message show both errors, newest last."""
+    from dhp.cli import commands
+    from dhp.cli import main as cli
+
+    hid = _two_failures(store_location)
+    commands.register(cli.command)
+    assert cli.main(["status", "--store", store_location, hid]) == 0
+    out = capsys.readouterr().out
+    assert out.index("RuntimeError: boom") < out.index("ConnectionError: upstream returned 503")
+    assert cli.main(["--json", "status", "--store", store_location, hid]) == 0
+    shown = json.loads(capsys.readouterr().out)["failures"]
+    assert [f["type"] for f in shown] == ["RuntimeError", "ConnectionError"]
+    assert cli.main(["dlq", "ls", "--store", store_location]) == 0
+    out = capsys.readouterr().out
+    assert "LAST ERROR" in out and "ConnectionError: upstream returned 503" in out
+
+    pytest.importorskip("mcp")
+    from dhp.agents import mcp_tools
+    from dhp.agents.mcp_sessions import AgentSession
+    from dhp_conform import oracle
+
+    session = AgentSession(dhp.Store(store_location))
+    try:
+        for tool, args in (("status", {"handoff_id": hid}), ("dlq", {})):
+            out = mcp_tools.call(session, tool, args)
+            assert oracle.binding_errors(f"{tool}.result", out) == []
+            status = out if tool == "status" else out["entries"][0]["status"]
+            assert [(f["type"], f["message"]) for f in status["failures"]] == [
+                ("RuntimeError", "boom"), ("ConnectionError", "upstream returned 503")]
+
+        from dhp.observe.dashboard import handoff_detail
+        failed = [e for e in handoff_detail(session.store, hid)["timeline"]
+                  if e["what"] == "failed"]
+        assert [e["detail"] for e in failed] == [
+            "attempt 1: RuntimeError: boom", "attempt 2: ConnectionError: upstream returned 503"]
+        assert failed[0]["fence"] == 1 and failed[0]["traceback"] == "RuntimeError: boom\n"
+
+        pytest.importorskip("a2a")
+        from dhp.agents.a2a_tasks import describe
+        assert describe(dhp.status(session.store, hid), None) == (
+            "dead-lettered: max_attempts; last error (attempt 2): "
+            "ConnectionError: upstream returned 503")
+    finally:
+        session.end()
+
+
+@pytest.mark.covers("DHP-BUD-012")
+def test_failures_stay_out_of_the_portable_log(tmp_path):
+    """An exported log holds no failure record, validates, and imports into another store,
+    which starts its own records."""
+    hid = _two_failures(str(tmp_path / "a"))
+    store = dhp.Store(tmp_path / "a")
+    dhp.export_log(store, hid, tmp_path / "h.jsonl")
+    text = (tmp_path / "h.jsonl").read_text(encoding="utf-8")
+    assert "boom" not in text and "failure" not in text
+    other = dhp.Store(tmp_path / "b")
+    assert dhp.import_log(other, tmp_path / "h.jsonl") == hid
+    assert dhp.status(other, hid)["failures"] == []
+    store.close()
+    other.close()
+
+
 @pytest.mark.covers("DHP-BUD-009")
 def test_a_stale_fence_cannot_record_a_failure(store_location):
     store = dhp.Store(store_location)
