@@ -1,5 +1,6 @@
-"""DHP's metrics through the OpenTelemetry metrics API, and a Prometheus text endpoint. Two
-kinds. Counted where the work happens, in every process that runs operations (workers,
+"""DHP's metrics through the OpenTelemetry metrics API, and a Prometheus text endpoint.
+
+Two kinds. Counted where the work happens, in every process that runs operations (workers,
 dispatchers): operations by outcome (checkpoints among them), fence bumps, failed attempts
 by error type, budget refusals by cap; each operation's latency is its span's. Read from the
 store on each collection, in any process that calls `observe_store` (the dashboard, `dhp
