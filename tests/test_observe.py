@@ -83,7 +83,9 @@ def test_metrics_read_back_through_the_sdk(tmp_path):
     assert found['dhp.operations{"dhp.operation": "checkpoint", "dhp.outcome": '
                  '"budget_exceeded"}'] == 1
     assert found['dhp.operations{"dhp.operation": "checkpoint", "dhp.outcome": "ok"}'] == 2
-    assert found["dhp.fence_bumps{}"] == 2
+    assert found["dhp.fence_bumps{}"] == 4
+    assert found['dhp.failed_attempts{"dhp.error_type": "ValueError"}'] == 1
+    assert found['dhp.failed_attempts{"dhp.error_type": "ConnectionError"}'] == 1
     assert found['dhp.budget_refusals{"dhp.cap": "max_steps"}'] == 1
     assert found['dhp.handoffs{"dhp.state": "pending"}'] == 1
     assert found['dhp.handoffs{"dhp.state": "claimed"}'] == 1

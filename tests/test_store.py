@@ -145,10 +145,15 @@ def _before_7(conn: sqlite3.Connection) -> None:
 
 
 def _as_version(path, version: int) -> None:
-    """Make a store written by this release what a release at schema `version` (4 to 7)
-    wrote: no progress_due column (migration 8); at 6 and below before migration 7's keys; at
-    5 and below no lease_due column (migration 6), and at 4 a lease index over every row
-    (migration 5)."""
+    """Make a store written by this release what a release at schema `version` (4 to 8)
+    wrote: no failures table (migration 9); at 7 and below no progress_due column (migration
+    8); at 6 and below before migration 7's keys; at 5 and below no lease_due column
+    (migration 6), and at 4 a lease index over every row (migration 5)."""
+    with _db(path) as conn:
+        conn.executescript("DROP TABLE failures; "
+                           "UPDATE meta SET value = '8' WHERE key = 'schema_version'")
+    if version >= 8:
+        return
     with _db(path) as conn:
         conn.executescript("DROP INDEX supervisor_by_progress_deadline; "
                            "ALTER TABLE handoffs DROP COLUMN progress_due; "
@@ -697,4 +702,22 @@ def test_owner_incarnations_seeks_each_owner_once(tmp_path):
         conn.execute("UPDATE handoffs SET state = 'released'")
     with store.transaction(write=False) as tx:
         assert tx.owner_incarnations() == []
+    store.close()
+
+
+def test_a_store_of_schema_8_upgrades_to_failure_records(tmp_path):
+    """Migration 9: a new table; every handoff, checkpoint and status of a store at version 8
+    is kept, each status now with no failure, and a failed attempt is then recorded."""
+    ids, seen = _filled(tmp_path)
+    _as_version(tmp_path, 8)
+    store = dhp.Store(tmp_path)
+    assert store.schema_version() == sqlite_store.SCHEMA_VERSION
+    for hid in ids:
+        assert _status(store, hid) == dict(seen[hid][0], failures=[])
+        assert dhp.checkpoints(store, hid) == seen[hid][1]
+    assert [row["handoff_id"] for row in dhp.list_handoffs(store)] == seen["order"]
+    ctx = dhp.claim(store, ids[3], "w", heartbeat_interval=0)
+    ctx.release(failure={"type": "E", "message": "after the upgrade"})
+    assert [f["message"] for f in dhp.status(store, ids[3])["failures"]] == ["after the upgrade"]
+    assert dhp.check_integrity(store) == []
     store.close()

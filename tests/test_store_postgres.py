@@ -393,3 +393,36 @@ def test_owner_incarnations_are_the_distinct_owners_of_claimed_handoffs(url):
     with store.transaction(write=False) as tx:
         assert tx.owner_incarnations() == []
     store.close()
+
+
+def test_a_store_of_schema_3_upgrades_to_failure_records(url):
+    """Postgres migration 4: a new table; every handoff and checkpoint of a store at version
+    3 is kept, each status now with no failure, and a failed attempt is then recorded."""
+    store = dhp.Store(url)
+    done, claimed, pending = (dhp.dispatch(store, "k", {"n": n}, {"type": "object"})
+                              for n in range(3))
+    with dhp.claim(store, done, "w", heartbeat_interval=0) as ctx:
+        ctx.checkpoint({"i": 0})
+        ctx.complete({"done": True})
+    ctx = dhp.claim(store, claimed, "w", ttl=600, heartbeat_interval=0)
+    ctx.checkpoint({"i": 1})
+    before = {h: (dhp.status(store, h), dhp.checkpoints(store, h))
+              for h in (done, claimed, pending)}
+    schema = store.schema
+    store.close()
+    sql(f'DROP TABLE "{schema}".failures')
+    sql(f"UPDATE \"{schema}\".meta SET value = '3' WHERE key = 'schema_version'")
+    store = dhp.Store(url)
+    assert store.schema_version() == pg.SCHEMA_VERSION == 4
+    for hid, (status, records) in before.items():
+        now = dhp.status(store, hid)
+        assert now["failures"] == [] and now["state"] == status["state"]
+        assert {k: v for k, v in now.items() if k not in ("failures", "lease_expires_in")} \
+            == {k: v for k, v in status.items() if k not in ("failures", "lease_expires_in")}
+        assert dhp.checkpoints(store, hid) == records
+    dhp.claim(store, pending, "w", heartbeat_interval=0).release(
+        failure={"type": "E", "message": "after the upgrade"})
+    assert [f["message"] for f in dhp.status(store, pending)["failures"]] \
+        == ["after the upgrade"]
+    assert dhp.check_integrity(store) == []
+    store.close()

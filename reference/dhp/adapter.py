@@ -51,7 +51,7 @@ from dhp.transport.shipper import NetShipper
 
 PROTOCOL = "1"
 FEATURES = ["claim_next", "export_log", "import_log", "supervise", "liveness", "manual-clock",
-            "schedule", "transport", "transport-tls", "file-transport"]
+            "schedule", "failures", "transport", "transport-tls", "file-transport"]
 # Kill -9 of an owner to a standby's successful recover: the liveness lock makes it a few
 # milliseconds on one host; the declared bound leaves room for a loaded CI machine.
 RECOVERY_BOUND_S = 1.0
@@ -201,7 +201,7 @@ class Adapter:
 
     def cmd_release(self, args: dict) -> dict:
         self._write("release", args, delay_s=args.get("delay_s"),
-                    backoff=bool(args.get("backoff")))
+                    backoff=bool(args.get("backoff")), failure=args.get("failure"))
         return {}
 
     # --- reads and operator operations -----------------------------------------------------

@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from dhp.core import operations, results
+from dhp.core import failures, operations, results
 from dhp.core.backend import StoreBackend
 from dhp.core.canonical import canonical_json
 from dhp.core.envelope import new_intent
@@ -155,12 +155,20 @@ class TaskContext:
                               f"peer: {exc.message}", requirement=exc.requirement) from None
 
     @traced("release", tracing.leased)
-    def release(self, *, delay_s: float | None = None, backoff: bool = False) -> None:
+    def release(self, *, delay_s: float | None = None, backoff: bool = False,
+                failure: dict | None = None) -> None:
         """Give the handoff back (state released, fence kept) for another worker. `delay_s`
         keeps it from being taken for that many seconds; `backoff=True` says this attempt
-        failed and waits the budget's backoff (DHP-SCH-003)."""
-        self._write("release", delay_s=delay_s, backoff=backoff)
+        failed and waits the budget's backoff (DHP-SCH-003). `failure` ({type, message,
+        traceback}) records why this attempt failed; when it was the last attempt the
+        handoff goes to the DLQ now (DHP-BUD-008, DHP-BUD-011)."""
+        self._write("release", delay_s=delay_s, backoff=backoff, failure=failure)
         self._finish()
+
+    def fail(self, exc: BaseException) -> None:
+        """This attempt failed with `exc`: release with the budget's backoff, recording the
+        error's type, message and traceback (see release)."""
+        self.release(backoff=True, failure=failures.of_exception(exc))
 
     def abandon(self) -> None:
         """Stop heartbeating and forget the lease without releasing it: its owner is going

@@ -121,6 +121,8 @@ def main(argv):
         except dhp.BudgetExceeded:
             pass
         other = dhp.dispatch(store, "m", {"other": True}, {"type": "object"})
+        for error in (ValueError("bad"), ConnectionError("503")):  # two failed attempts
+            dhp.claim(store, other, "w2", heartbeat_interval=0).fail(error)
         dhp.claim(store, other, "w2", heartbeat_interval=0)
         dhp.dispatch(store, "m", {"third": True}, {"type": "object"})
         found = {}

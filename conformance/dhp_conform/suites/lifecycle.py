@@ -116,6 +116,68 @@ def budget_attempts(ctx: Ctx) -> None:
     ctx.expect_ok("DHP-BUD-007", take(ctx, p, hid), "claim after requeue")
 
 
+def failure_records(ctx: Ctx) -> None:
+    """A release's failure is kept with its attempt, fence and worker; a fenced-out one is
+    not; the last attempt's failing release dead-letters at once; the records are bounded."""
+    sc = ctx.scenario("failure-records", ttl=5.0)
+    p, q = sc.spawn("p1"), sc.spawn("p2")
+    hid = dispatch(ctx, p, budget={"max_attempts": 2})
+    first = ctx.need(take(ctx, p, hid), "claim 1")["fence"]
+    boom = {"type": "RuntimeError", "message": "boom", "traceback": "line 1\nline 2"}
+    ctx.need(write(p, "release", hid, first, failure=boom), "release with a failure")
+    st = _status(ctx, p, hid)
+    got = [(f.get("type"), f.get("message"), f.get("attempt"), f.get("fence"), f.get("worker"))
+           for f in st.get("failures") or []]
+    ctx.expect("DHP-BUD-008", got == [("RuntimeError", "boom", 1, first, p.worker)],
+               f"after a release with a failure the status's failures are {got}")
+    second = ctx.need(take(ctx, q, hid), "claim 2")["fence"]
+    stale = write(p, "release", hid, first, failure={"type": "LateError", "message": "late"})
+    ctx.expect_code("DHP-BUD-009", stale, "lease_lost", "a release with a stale fence")
+    types = [f.get("type") for f in _status(ctx, p, hid).get("failures") or []]
+    ctx.expect("DHP-BUD-009", types == ["RuntimeError"],
+               f"a release refused for its stale fence recorded a failure: {types}", stale)
+    bad = write(q, "release", hid, second, failure={"message": "no type"})
+    ctx.expect_code("DHP-BUD-008", bad, "invalid_input", "a failure without a type")
+    last = write(q, "release", hid, second,
+                 failure={"type": "ConnectionError", "message": "upstream returned 503"})
+    ctx.expect_ok("DHP-BUD-011", last, "the failing release of the last attempt")
+    st = _status(ctx, p, hid)
+    ctx.expect("DHP-BUD-011", st["state"] == "dead_lettered"
+               and st.get("dlq_reason") == "max_attempts",
+               f"after the last attempt's failing release the handoff is {st['state']} "
+               f"({st.get('dlq_reason')}), not dead_lettered (max_attempts)", last)
+    entries = ctx.need(p.call("dlq", {}), "dlq").get("entries", [])
+    mine = [e for e in entries if e.get("handoff_id") == hid]
+    types = [f.get("type") for f in (mine[0].get("failures") or [])] if mine else None
+    ctx.expect("DHP-BUD-008", types == ["RuntimeError", "ConnectionError"],
+               f"the DLQ entry's failures are {types}, expected both, oldest first")
+    bounded(ctx, p)
+
+
+def bounded(ctx: Ctx, p) -> None:
+    """DHP-BUD-010: at least the last 10 records, each cut to its bounds, never refused."""
+    hid = dispatch(ctx, p)
+    for n in range(12):
+        fence = ctx.need(take(ctx, p, hid), f"claim {n + 1}")["fence"]
+        long = {"type": "E" * 300, "message": f"{n} " + "m" * 3000,
+                "traceback": "t" * 5000 + "END"}
+        ctx.expect_ok("DHP-BUD-010", write(p, "release", hid, fence, failure=long),
+                      f"release {n + 1} with an overlong failure")
+    kept = _status(ctx, p, hid).get("failures") or []
+    numbers = [f.get("attempt") for f in kept]
+    ctx.expect("DHP-BUD-010", len(kept) >= 10 and numbers[-10:] == list(range(3, 13)),
+               f"after 12 failed attempts the records kept are of attempts {numbers}")
+    if kept:
+        newest = kept[-1]
+        ctx.expect("DHP-BUD-010", len(newest.get("type", "")) <= 200
+                   and len(newest.get("message", "")) <= 2048
+                   and len(newest.get("traceback") or "") <= 4096
+                   and (newest.get("traceback") or "").endswith("END")
+                   and newest.get("message", "").startswith("11 "),
+                   "an overlong failure was not cut to 200 / 2048 / 4096 characters, keeping "
+                   "the message's start and the traceback's end")
+
+
 def budget_steps_spend(ctx: Ctx) -> None:
     sc = ctx.scenario("budget-steps", ttl=5.0)
     p = sc.spawn("p1")
@@ -384,6 +446,8 @@ CHECKS = [
     Check("lifecycle", "cancel", ["DHP-STM-006", "DHP-FEN-006"], cancel),
     Check("lifecycle", "budget-attempts", ["DHP-BUD-001", "DHP-BUD-005", "DHP-BUD-006",
                                            "DHP-BUD-007"], budget_attempts),
+    Check("lifecycle", "failure-records", ["DHP-BUD-008", "DHP-BUD-009", "DHP-BUD-010",
+                                           "DHP-BUD-011"], failure_records, feature="failures"),
     Check("lifecycle", "budget-steps-spend", ["DHP-BUD-002", "DHP-BUD-003"], budget_steps_spend),
     Check("lifecycle", "lease-expiry", ["DHP-LSE-002", "DHP-LSE-003", "DHP-LSE-004"],
           lease_expiry, timing=True),

@@ -19,6 +19,7 @@ from typing import Any
 from a2a.helpers.proto_helpers import new_data_artifact, new_data_part, new_text_part
 from a2a.types.a2a_pb2 import Message, Part, Role, Task, TaskState, TaskStatus
 
+from dhp.core.failures import summary
 from dhp.transport.http_guard import LOCAL
 
 # DHP state -> A2A task state (docs: the A2A binding page).
@@ -141,7 +142,10 @@ def describe(status: dict, reason: str | None) -> str:
     if state == "completed":
         return f"completed by attempt {attempt} (fence {fence}); {at}"
     if state == "dead_lettered":
-        return f"dead-lettered: {reason or status['dlq_reason']}"
+        failures = status.get("failures")
+        last = f"; last error (attempt {failures[-1]['attempt']}): {summary(failures[-1])}" \
+            if failures else ""
+        return f"dead-lettered: {reason or status['dlq_reason']}{last}"
     return "cancelled"
 
 

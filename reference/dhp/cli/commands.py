@@ -258,8 +258,16 @@ def _status(args: argparse.Namespace) -> int:
             ["checkpoints", f"{ck['count']} (last seq {ck['last_seq'] or '-'})"],
             ["lease", _lease(s["lease_expires_in"])], ["steps", s["steps"]],
             ["spend", s["spend"]], ["dlq reason", s["dlq_reason"]]]
+    rows += [["failure", _failure_line(f)] for f in s.get("failures", [])]  # newest last
     emit(args, s, table(["FIELD", "VALUE"], rows))
     return 0
+
+
+def _failure_line(failure: dict) -> str:
+    from dhp.core.failures import summary
+
+    return (f"attempt {failure['attempt']} (fence {failure['fence']}, {failure['worker']}, "
+            f"{failure['age_s']:.0f}s ago): {summary(failure)}")
 
 
 LS_DEFAULT_LIMIT = 50
@@ -397,11 +405,19 @@ def _dlq(args: argparse.Namespace) -> int:
              f"requeued {args.handoff_id} (pending, attempts reset)")
         return 0
     items = api.dlq(args.open_store())
-    text = table([h for h, _ in _LS_COLUMNS] + ["REASON"],
-                 [_ls_row(s, True) + [s["dlq_reason"]] for s in items]) if items \
+    text = table([h for h, _ in _LS_COLUMNS] + ["REASON", "LAST ERROR"],
+                 [_ls_row(s, True) + [s["dlq_reason"], _last_error(s)] for s in items]) \
+        if items \
         else "(the dead-letter queue is empty)"
     emit(args, items, text)
     return 0
+
+
+def _last_error(status: dict, width: int = 60) -> str:
+    from dhp.core.failures import summary
+
+    text = summary(status["failures"][-1]) if status.get("failures") else "-"
+    return text if len(text) <= width else text[:width - 1] + "\u2026"
 
 
 def _cancel_args(p: argparse.ArgumentParser) -> None:

@@ -157,6 +157,18 @@ class Tx(ABC):
         journal (on a store whose writers do not commit in id order, a reader should look a
         little behind it)."""
 
+    # Failure records (dhp.core.failures): written in the transaction of a failed attempt's
+    # release, read by status, the DLQ listing, the dashboard and the metrics.
+
+    @abstractmethod
+    def add_failure(self, entry: dict) -> None:
+        """Append `entry` (failures.entry) to its handoff's failure records, and drop that
+        handoff's oldest records beyond failures.CAP."""
+
+    @abstractmethod
+    def failures(self, handoff_id: str) -> list[dict]:
+        """The handoff's failure records (failures.FIELDS), oldest first."""
+
     @abstractmethod
     def owner_incarnations(self) -> list[str]:
         """The distinct liveness tokens of the owners of claimed handoffs."""

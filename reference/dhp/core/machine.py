@@ -192,8 +192,7 @@ def _write(record: dict, op: dict, now: float) -> Outcome:
     if name == "heartbeat":
         return Outcome(True, dict(record, lease_expires_at=now + op["ttl"]))
     if name == "release":
-        return Outcome(True, dict(record, state="released", owner=None, lease_expires_at=None,
-                                  not_before=_release_not_before(record, op, now)))
+        return _release(record, op, now)
     if name == "checkpoint":
         return _checkpoint(record, op, now)
     problems = op.get("result_errors") or []
@@ -220,6 +219,16 @@ def _checkpoint(record: dict, op: dict, now: float) -> Outcome:
                             f"exceeded ({record['spend']} spent + {spend})", "DHP-BUD-003")
     return Outcome(True, dict(record, steps=record["steps"] + 1, spend=record["spend"] + spend,
                               lease_expires_at=now + op["ttl"], last_progress_at=now))
+
+
+def _release(record: dict, op: dict, now: float) -> Outcome:
+    """A release; one that reports a failed attempt (`failed`) when no attempt is left parks
+    the handoff in the DLQ at once, rather than at the next take (DHP-BUD-011)."""
+    cap = record["budget"].get("max_attempts")
+    if op.get("failed") and cap is not None and record["attempts"] >= cap:
+        return Outcome(True, _parked(record, "max_attempts"))
+    return Outcome(True, dict(record, state="released", owner=None, lease_expires_at=None,
+                              not_before=_release_not_before(record, op, now)))
 
 
 def _release_not_before(record: dict, op: dict, now: float) -> float | None:

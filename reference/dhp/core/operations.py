@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from dhp.core import chain, journal, limits, machine, results
+from dhp.core import chain, failures, journal, limits, machine, results
 from dhp.core.backend import StoreBackend
 from dhp.core.envelope import check_envelope, envelope_and_text
 from dhp.core.errors import (
@@ -299,7 +299,8 @@ def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *
           ttl: float | None = None, state: Any = None, spend: int | float = 0,
           result: Any = None, incarnation: str | None = None,
           sync: str | None = None, limits_: limits.Limits | None = None,
-          delay_s: float | None = None, backoff: bool = False) -> dict | None:
+          delay_s: float | None = None, backoff: bool = False,
+          failure: dict | None = None) -> dict | None:
     """heartbeat / checkpoint / complete / release by (worker, fence) (DHP-FEN-003).
 
     `incarnation`, when given, must also match the process that claimed: a restarted
@@ -307,7 +308,10 @@ def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *
     write must reach the disk (backend.transaction; by default heartbeats "none", checkpoints
     "batch", the rest "commit"). `limits_` narrows the store's limits for this write (a
     shipper's frame size). A release may delay the next take by `delay_s`, or, after a
-    failed attempt (`backoff`), by the budget's backoff (DHP-SCH-003). Returns the new
+    failed attempt (`backoff`), by the budget's backoff (DHP-SCH-003). A release may carry
+    the attempt's `failure` ({type, message, traceback}): it is recorded with the release,
+    and the release of a failed last attempt moves the handoff to the DLQ (DHP-BUD-008,
+    DHP-BUD-011). Returns the new
     checkpoint record for `checkpoint`, the result record for `complete`.
 
     Everything that costs time in proportion to the value (encoding it, checking its size,
@@ -322,6 +326,10 @@ def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *
         text = bounds.encode("result", result, bounds.max_result_bytes)
         problems = result_problems(backend, hid, result)
     check_delay("delay_s", delay_s)
+    failure = failures.check(failure)
+    if failure is not None and name != "release":
+        raise InvalidInput(f"only a release carries a failure, not {name}",
+                           requirement="DHP-BUD-008")
     if delay_s is not None and backoff:
         raise InvalidInput("give a release either delay_s or backoff, not both",
                            requirement="DHP-SCH-003")
@@ -331,7 +339,7 @@ def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *
         row = tx.get(hid, envelope=False)
         now = backend.now()
         op = {"name": name, "worker": worker, "fence": fence, "ttl": ttl, "spend": spend,
-              "delay_s": delay_s, "backoff": backoff,
+              "delay_s": delay_s, "backoff": backoff, "failed": failure is not None,
               "draw": _draw() if backoff else 0.0}
         if row is not None and incarnation is not None \
                 and row["owner_incarnation"] not in (None, incarnation):
@@ -349,6 +357,10 @@ def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *
             else:
                 made = chain.make_result_record(hid, fence, result, prev, result_text=text)
                 tx.put_result(hid, made)
+        if outcome.accepted and failure is not None:  # fenced with the release (DHP-BUD-009)
+            record = row["record"]
+            tx.add_failure(failures.entry(hid, failure, record["attempts"], record["fence"],
+                                          worker, now))
         if outcome.changed:
             keep = outcome.accepted and name in ("heartbeat", "checkpoint")
             tx.put_record(hid, outcome.record, row["owner_incarnation"] if keep else None)
@@ -413,13 +425,15 @@ def get_row(backend: StoreBackend, hid: str, *, verify: bool = False) -> dict:
         if row is not None:
             row["last_checkpoint"] = verified_for_resume(tx, row) if verify \
                 else tx.last_checkpoint(hid)
+            row["failures"] = tx.failures(hid)
     if row is None:
         raise unknown_handoff(hid)
     return row
 
 
 def status_of(row: dict, now: float) -> dict:
-    """The status object of a row read with its last checkpoint (schemas/status.json)."""
+    """The status object of a row read with its last checkpoint (schemas/status.json); with
+    its failure records when the row holds them (a listing's rows do not)."""
     record = row["record"]
     state = machine.effective_state(record, now)
     last = row.get("last_checkpoint")
@@ -434,6 +448,8 @@ def status_of(row: dict, now: float) -> dict:
         "lease_expires_in": round(expires - now, 6) if held else None,
         "spend": record["spend"], "steps": record["steps"], "dlq_reason": record["dlq_reason"],
         "not_before_in": _not_before_in(record, state, now),
+        **({"failures": [failures.shown(f, now) for f in row["failures"]]}
+           if "failures" in row else {}),
     }
 
 
@@ -496,6 +512,7 @@ def rows(backend: StoreBackend, *, state: str | None = None,
                           task_kinds=None if task_kind is None else (task_kind,))
         for row in found:
             row["last_checkpoint"] = tx.last_checkpoint(row["handoff_id"])
+            row["failures"] = tx.failures(row["handoff_id"])
     out = []
     for row in found:
         item = status_of(row, now)

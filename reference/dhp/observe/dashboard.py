@@ -35,6 +35,7 @@ from urllib.parse import parse_qs, urlparse
 from dhp import api
 from dhp.core import chain, journal, operations
 from dhp.core.errors import Conflict, DHPError, IntegrityError, InvalidInput, NotFound
+from dhp.core.failures import summary
 from dhp.observe import metrics
 from dhp.transport.http_guard import Access, Limits, loopback
 from dhp.transport.http_threaded import GuardedHandler, GuardedServer
@@ -115,7 +116,8 @@ def timeline(envelope: dict, status: dict, records: list[dict],
              journaled: list[dict]) -> list[dict]:
     """Dispatch; each take from the lease journal (claim, recover, claim_next, or a fence
     imported from a peer) with its worker and the checkpoints made under its fence, and
-    each lease lost (orphan), in fence order; then the end. A fence with checkpoints but no
+    each lease lost (orphan), and each failed attempt with its error, in fence order; then
+    the end. A fence with checkpoints but no
     journal entry (taken before the store kept a journal, or beyond its bound) shows as
     `taken`, its worker unknown."""
     by_fence: dict[int, list[int]] = {}
@@ -142,6 +144,11 @@ def timeline(envelope: dict, status: dict, records: list[dict],
         steps.append((e["fence"], 0, {"what": e["event"], "fence": e["fence"],
                                       "worker": e["worker"], "at": e["wall"],
                                       "detail": detail}))
+    for f in status.get("failures", []):  # after its take, before a loss of that fence
+        steps.append((f["fence"], 0.5, {"what": "failed", "fence": f["fence"],
+                                        "worker": f["worker"], "at": f["at"],
+                                        "detail": f"attempt {f['attempt']}: {summary(f)}",
+                                        "traceback": f["traceback"]}))
     taken = {e["fence"] for e in journaled if e["event"] != "orphan"}
     for fence in set(by_fence) - taken:
         steps.append((fence, 0, {"what": "taken", "fence": fence, "worker": None,

@@ -1,12 +1,12 @@
 """DHP's metrics through the OpenTelemetry metrics API, and a Prometheus text endpoint.
 
 Two kinds. Counted where the work happens, in every process that runs operations (workers,
-dispatchers): operations by outcome (checkpoints among them), fence bumps, budget refusals
-by cap; each operation's latency is its span's. Read from the store on each collection, in
-any process that calls `observe_store` (the dashboard, `dhp metrics --serve`): handoffs by
-state, live and expired leases, DLQ depth, and the takeover delay (time from an owner's loss
-to the next take) of every take any process made, followed in the store's lease journal
-(dhp.core.journal). Names are in docs/guide/observing.md.
+dispatchers): operations by outcome (checkpoints among them), fence bumps, failed attempts
+by error type, budget refusals by cap; each operation's latency is its span's. Read from the
+store on each collection, in any process that calls `observe_store` (the dashboard, `dhp
+metrics --serve`): handoffs by state, live and expired leases, DLQ depth, and the takeover
+delay (time from an owner's loss to the next take) of every take any process made, followed
+in the store's lease journal (dhp.core.journal). Names are in docs/guide/observing.md.
 
 Nothing is imported until the application has imported OpenTelemetry (tracing.configured).
 """
@@ -25,6 +25,8 @@ METER = "dhp"
 TAKES = {"claim", "recover", "claim_next"}
 # Seconds: from the sub-second takeover of a dead owner to a lease or two gone by unseen.
 TAKEOVER_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+ERROR_TYPES = 50  # distinct dhp.error_type labels per process (bounded cardinality)
+_error_types: set[str] = set()
 _instruments: dict[str, Any] = {}
 _lock = threading.Lock()
 
@@ -46,6 +48,11 @@ def _meter_instruments() -> dict[str, Any]:
                     "dhp.fence_bumps", unit="{take}",
                     description="claims and recoveries that took a handoff (each bumps its "
                                 "fence)"),
+                failed_attempts=meter.create_counter(
+                    "dhp.failed_attempts", unit="{attempt}",
+                    description="attempts released as failed, by the error's type name "
+                                "(dhp.error_type; the first ERROR_TYPES names a process "
+                                "sees, then \"other\")"),
                 budget_refusals=meter.create_counter(
                     "dhp.budget_refusals", unit="{refusal}",
                     description="writes refused by a budget cap (dhp.cap); each parks the "
@@ -71,9 +78,22 @@ def count(operation: str, attributes: dict, error: Any = None, n: int = 1) -> No
     found["operations"].add(n, _labels(operation, "ok" if error is None else error.code))
     if error is None and operation in TAKES and attributes.get("dhp.handoff_id"):
         found["fence_bumps"].add(1)
+    if error is None and attributes.get("dhp.error_type"):
+        found["failed_attempts"].add(1, {"dhp.error_type": error_type(
+            attributes["dhp.error_type"])})
     if error is not None and error.code == "budget_exceeded":
         cap = (error.details or {}).get("cap") if isinstance(error.details, dict) else None
         found["budget_refusals"].add(1, {"dhp.cap": cap or _cap_named(str(error))})
+
+
+def error_type(name: str) -> str:
+    """The label of an error type: its name while fewer than ERROR_TYPES names are in use,
+    else "other", so a flood of generated class names cannot grow the series without end."""
+    with _lock:
+        if name in _error_types or len(_error_types) < ERROR_TYPES:
+            _error_types.add(name)
+            return name
+    return "other"
 
 
 def _cap_named(message: str) -> str:

@@ -241,6 +241,9 @@ def taken(args: tuple, kwargs: dict, result: Any) -> dict:
 def leased(args: tuple, kwargs: dict, result: Any) -> dict:
     """complete / release (a TaskContext): reports the lease's pending checkpoints first."""
     flush_checkpoints(args[0])
+    failure = kwargs.get("failure")
+    if isinstance(failure, dict) and isinstance(failure.get("type"), str):  # a failed attempt
+        return dict(_lease(args[0]), **{"dhp.error_type": failure["type"][:200]})
     return _lease(args[0])
 
 

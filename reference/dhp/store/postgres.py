@@ -58,7 +58,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from dhp.core import journal
+from dhp.core import failures, journal
 from dhp.core.backend import DEFAULT_TTL, SYNCS, StoreBackend, Tx
 from dhp.core.errors import Internal, Unavailable
 from dhp.store.missing import no_store
@@ -156,6 +156,23 @@ MIGRATIONS: list[str] = [
         how text
     );
     CREATE INDEX lease_journal_by_handoff ON {s}.lease_journal (handoff_id, id)
+    """,
+    # 4: failure records (dhp.core.failures): why each failed attempt failed, the last few
+    # per handoff. A new table: no existing row changes.
+    """
+    CREATE TABLE {s}.failures (
+        id bigserial PRIMARY KEY,
+        handoff_id text NOT NULL,
+        attempt bigint NOT NULL,
+        fence bigint NOT NULL,
+        worker text NOT NULL,
+        at double precision NOT NULL,
+        wall text NOT NULL,
+        type text NOT NULL,
+        message text NOT NULL,
+        traceback text
+    );
+    CREATE INDEX failures_by_handoff ON {s}.failures (handoff_id, id)
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -463,6 +480,21 @@ class PostgresTx(Tx):
         rows = self._all(f"SELECT id, {', '.join(journal.FIELDS)} FROM {{s}}.lease_journal "
                          "WHERE handoff_id = %s ORDER BY id DESC LIMIT %s", (handoff_id, last))
         return [dict(zip(("id", *journal.FIELDS), r, strict=True)) for r in rows][::-1]
+
+    def add_failure(self, entry: dict) -> None:
+        # One round trip, as add_lease_event: the DELETE keeps CAP - 1 older records.
+        hid = entry["handoff_id"]
+        self._execute(
+            f"WITH added AS (INSERT INTO {self.s}.failures ({', '.join(failures.FIELDS)}) "
+            f"VALUES ({', '.join(['%s'] * len(failures.FIELDS))})) "
+            f"DELETE FROM {self.s}.failures WHERE handoff_id = %s AND id <= (SELECT id "
+            f"FROM {self.s}.failures WHERE handoff_id = %s ORDER BY id DESC LIMIT 1 "
+            "OFFSET %s)", [*(entry[k] for k in failures.FIELDS), hid, hid, failures.CAP - 1])
+
+    def failures(self, handoff_id: str) -> list[dict]:
+        rows = self._all(f"SELECT {', '.join(failures.FIELDS)} FROM {{s}}.failures "
+                         "WHERE handoff_id = %s ORDER BY id", (handoff_id,))
+        return [dict(zip(failures.FIELDS, r, strict=True)) for r in rows]
 
     def lease_events_after(self, after: int, limit: int) -> list[dict]:
         rows = self._all(f"SELECT id, {', '.join(journal.FIELDS)} FROM {{s}}.lease_journal "

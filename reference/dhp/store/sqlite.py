@@ -57,7 +57,7 @@ from collections.abc import Callable
 from itertools import compress
 from pathlib import Path
 
-from dhp.core import journal, machine
+from dhp.core import failures, journal, machine
 from dhp.core.backend import DEFAULT_FSYNC_INTERVAL, DEFAULT_TTL, SYNCS, StoreBackend, Tx
 from dhp.core.clock import boot_id, store_clock
 from dhp.core.errors import Internal, InvalidInput, StoreCorrupt, Unavailable
@@ -209,6 +209,23 @@ MIGRATIONS: list[str] = [
     DROP INDEX supervisor_by_progress_deadline;
     CREATE INDEX supervisor_by_progress_deadline ON handoffs(progress_due)
         WHERE state = 'claimed' AND progress_due IS NOT NULL;
+    """,
+    # 9: failure records (dhp.core.failures): why each failed attempt failed, the last few
+    # per handoff. A new table: no existing row changes.
+    """
+    CREATE TABLE failures (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        handoff_id TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        fence INTEGER NOT NULL,
+        worker TEXT NOT NULL,
+        at REAL NOT NULL,
+        wall TEXT NOT NULL,
+        type TEXT NOT NULL,
+        message TEXT NOT NULL,
+        traceback TEXT
+    );
+    CREATE INDEX failures_by_handoff ON failures(handoff_id, id);
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -649,6 +666,24 @@ class SQLiteTx(Tx):
             f"SELECT id, {', '.join(journal.FIELDS)} FROM lease_journal WHERE id > ? "
             "ORDER BY id LIMIT ?", (after, limit))
         return [dict(zip(("id", *journal.FIELDS), r, strict=True)) for r in rows]
+
+    # --- failure records (migration 9) ---
+
+    def add_failure(self, entry: dict) -> None:
+        hid = entry["handoff_id"]
+        self.conn.execute(f"INSERT INTO failures ({', '.join(failures.FIELDS)}) "
+                          f"VALUES ({', '.join('?' * len(failures.FIELDS))})",
+                          [entry[k] for k in failures.FIELDS])
+        self.conn.execute(
+            "DELETE FROM failures WHERE handoff_id = ? AND id <= (SELECT id FROM "
+            "failures WHERE handoff_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
+            (hid, hid, failures.CAP))
+
+    def failures(self, handoff_id: str) -> list[dict]:
+        rows = self.conn.execute(
+            f"SELECT {', '.join(failures.FIELDS)} FROM failures WHERE handoff_id = ? "
+            "ORDER BY id", (handoff_id,))
+        return [dict(zip(failures.FIELDS, r, strict=True)) for r in rows]
 
     # --- the supervisor's storage (every scan backed by a partial index, migration 2) ---
 

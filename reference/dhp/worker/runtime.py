@@ -5,8 +5,9 @@ Waiting uses claim_next's wait (no busy polling; spec/schedule.md). What happens
 handoff:
 - the function returns: the value is the result, completed (validated by the output schema);
 - the function raises, or returns a result the schema refuses: the attempt failed; the
-  handoff is released with the budget's backoff (DHP-SCH-003), and after max_attempts it
-  goes to the DLQ at the next take (DHP-BUD-001);
+  handoff is released with the budget's backoff (DHP-SCH-003) and the error's type, message
+  and traceback (a failure record, DHP-BUD-008); the last of max_attempts goes to the DLQ
+  with that release (DHP-BUD-011);
 - a write is refused with lease_lost, cancelled or budget_exceeded: the handoff is no longer
   ours; nothing more is written;
 - the worker is told to stop (SIGTERM) and the grace time runs out: `Drain` interrupts the
@@ -115,7 +116,7 @@ class Runner:
     def _fail(self, ctx: api.TaskContext, label: str, exc: Exception) -> None:
         why = str(exc) if isinstance(exc, SchemaViolation) else f"{type(exc).__name__}: {exc}"
         try:
-            ctx.release(backoff=True)
+            ctx.fail(exc)  # recorded with the release; the last attempt goes to the DLQ
         except _LOST as lost:
             self.log("lost", f"{label}: {lost}")
             return
@@ -126,8 +127,11 @@ class Runner:
         wait = status.get("not_before_in")
         cap = ctx.intent["budget"].get("max_attempts")
         tries = f"attempt {status['attempts']}" + (f" of {cap}" if cap else "")
-        retry = f"retry in {wait:.3f}s" if wait else "retry now"
-        self.log("fail", f"{label}: {why} ({tries}; {retry})")
+        if status["state"] == "dead_lettered":
+            then = f"dead-lettered: {status['dlq_reason']}"
+        else:
+            then = f"retry in {wait:.3f}s" if wait else "retry now"
+        self.log("fail", f"{label}: {why} ({tries}; {then})")
 
     def _release(self, ctx: api.TaskContext, why: str) -> None:
         label = f"{ctx.intent['task_kind']} {ctx.handoff_id[:19]}"

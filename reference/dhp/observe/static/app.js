@@ -77,7 +77,9 @@ function drawDetail(d, readOnly) {
   $("#d-status").replaceChildren(...cards.map(([k, v]) => el("div", {}, el("b", {}, k), v)));
   $("#d-timeline").replaceChildren(...d.timeline.map((e) => el("li", {},
     el("b", {}, e.what), e.fence ? ` fence ${e.fence}` : "", e.worker ? ` by ${e.worker}` : "",
-    e.detail ? ` — ${e.detail}` : "", e.at ? ` (${e.at})` : "")));
+    e.detail ? ` — ${e.detail}` : "", e.at ? ` (${e.at})` : "",
+    e.traceback ? el("details", {}, el("summary", {}, "traceback"), el("pre", {}, e.traceback))
+      : "")));
   $("#d-chain").replaceChildren(d.chain.verified
     ? el("span", { class: "ok" }, `✓ verified (${d.chain.count} records)`)
     : el("span", { class: "bad" }, `✗ broken: ${d.chain.problem}`));
