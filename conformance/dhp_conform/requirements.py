@@ -36,6 +36,8 @@ BEYOND_A_RUN = {
     "DHP-LSE-013": "it is about a deployment in which two implementations share one store",
     "DHP-SEC-004": "it needs stored records changed behind the implementation's back, and the "
                    "kit never touches an implementation's storage",
+    "DHP-SEC-010": "it needs a store's checkpoints rolled back behind the implementation's "
+                   "back, and the kit never touches an implementation's storage",
     "DHP-SEC-005": "it needs the store's files damaged behind the implementation's back, and "
                    "the kit never touches an implementation's storage",
     "DHP-TRN-034": "the bounds are the implementation's to choose, so no number of connections "
