@@ -15,7 +15,7 @@ import time
 import pytest
 from dhp import api as dhp
 from dhp.core import clock, operations
-from dhp.core.errors import BudgetExceeded, InvalidInput, LeaseLost, Unavailable
+from dhp.core.errors import BudgetExceeded, IntegrityError, InvalidInput, LeaseLost, Unavailable
 from dhp.store import sqlite as sqlite_store
 
 SCHEMA = {"type": "object"}
@@ -71,7 +71,7 @@ def test_writes_run_no_pragma_and_rewrite_only_changed_columns(tmp_path):
     assert [[part.split(" = ")[0] for part in u.removeprefix("UPDATE handoffs SET ").split(", ")]
             for u in updates] == [["lease_expires_at", "updated_at"],
                                   ["lease_expires_at", "steps", "last_progress_at",
-                                   "updated_at"]]
+                                   "chain_seq", "chain_hash", "updated_at"]]  # one UPDATE
     ctx.release()
     row = dhp.status(store, hid)
     assert (row["state"], row["steps"], row["checkpoints"]["count"]) == ("released", 1, 1)
@@ -145,10 +145,17 @@ def _before_7(conn: sqlite3.Connection) -> None:
 
 
 def _as_version(path, version: int) -> None:
-    """Make a store written by this release what a release at schema `version` (4 to 8)
-    wrote: no failures table (migration 9); at 7 and below no progress_due column (migration
-    8); at 6 and below before migration 7's keys; at 5 and below no lease_due column
-    (migration 6), and at 4 a lease index over every row (migration 5)."""
+    """Make a store written by this release what a release at schema `version` (4 to 9)
+    wrote: no chain head columns (migration 10); at 8 and below no failures table (migration
+    9); at 7 and below no progress_due column (migration 8); at 6 and below before migration
+    7's keys; at 5 and below no lease_due column (migration 6), and at 4 a lease index over
+    every row (migration 5)."""
+    with _db(path) as conn:
+        conn.executescript("ALTER TABLE handoffs DROP COLUMN chain_seq; "
+                           "ALTER TABLE handoffs DROP COLUMN chain_hash; "
+                           "UPDATE meta SET value = '9' WHERE key = 'schema_version'")
+    if version == 9:
+        return
     with _db(path) as conn:
         conn.executescript("DROP TABLE failures; "
                            "UPDATE meta SET value = '8' WHERE key = 'schema_version'")
@@ -720,4 +727,27 @@ def test_a_store_of_schema_8_upgrades_to_failure_records(tmp_path):
     ctx.release(failure={"type": "E", "message": "after the upgrade"})
     assert [f["message"] for f in dhp.status(store, ids[3])["failures"]] == ["after the upgrade"]
     assert dhp.check_integrity(store) == []
+    store.close()
+
+
+@pytest.mark.covers("DHP-SEC-010")
+def test_a_store_of_schema_8_gets_the_chain_heads_of_its_handoffs(tmp_path):
+    """Migration 10 fills each handoff's chain head from its stored chain, so a rollback of
+    checkpoints made before the upgrade is refused too, and intact work resumes."""
+    ids, seen = _filled(tmp_path)
+    _as_version(tmp_path, 8)
+    store = dhp.Store(tmp_path)
+    assert store.schema_version() == sqlite_store.SCHEMA_VERSION
+    with store.transaction(write=False) as tx:
+        assert [tx.chain_head(hid) and tx.chain_head(hid)[0] for hid in ids] == [1, 40, 1, None]
+    assert dhp.checkpoints(store, ids[2]) == seen[ids[2]][1]
+    with _db(tmp_path) as conn:
+        conn.execute("DELETE FROM checkpoints WHERE key = ((SELECT num FROM handoffs "
+                     "WHERE id = ?) << 32) + 40", (ids[1],))
+    time.sleep(0.5)  # the claim's lease runs out
+    with pytest.raises(IntegrityError, match="rolled back"):
+        dhp.recover(store, ids[1], "w2", heartbeat_interval=0)
+    with dhp.claim(store, ids[2], "w2", heartbeat_interval=0) as ctx:
+        assert ctx.last_checkpoint == {"i": 2}
+        ctx.complete({"done": True})
     store.close()

@@ -396,8 +396,9 @@ def test_owner_incarnations_are_the_distinct_owners_of_claimed_handoffs(url):
 
 
 def test_a_store_of_schema_3_upgrades_to_failure_records(url):
-    """Postgres migration 4: a new table; every handoff and checkpoint of a store at version
-    3 is kept, each status now with no failure, and a failed attempt is then recorded."""
+    """Postgres migrations 4 and 5: a new table and the chain heads; every handoff and
+    checkpoint of a store at version 3 is kept, each status now with no failure, and a failed
+    attempt is then recorded."""
     store = dhp.Store(url)
     done, claimed, pending = (dhp.dispatch(store, "k", {"n": n}, {"type": "object"})
                               for n in range(3))
@@ -410,10 +411,11 @@ def test_a_store_of_schema_3_upgrades_to_failure_records(url):
               for h in (done, claimed, pending)}
     schema = store.schema
     store.close()
+    sql(f'ALTER TABLE "{schema}".handoffs DROP COLUMN chain_seq, DROP COLUMN chain_hash')
     sql(f'DROP TABLE "{schema}".failures')
     sql(f"UPDATE \"{schema}\".meta SET value = '3' WHERE key = 'schema_version'")
     store = dhp.Store(url)
-    assert store.schema_version() == pg.SCHEMA_VERSION == 4
+    assert store.schema_version() == pg.SCHEMA_VERSION == 5
     for hid, (status, records) in before.items():
         now = dhp.status(store, hid)
         assert now["failures"] == [] and now["state"] == status["state"]

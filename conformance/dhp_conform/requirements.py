@@ -33,9 +33,13 @@ BEYOND_A_RUN = {
     "DHP-LSE-012": "it is about the clock source on every runtime and host (readings across "
                    "processes to a few milliseconds, wall-clock steps, drift), which a run on "
                    "one host through the adapter cannot vary",
+    "DHP-LSE-015": "it needs the implementation's processes started in a time namespace, "
+                   "which the adapter protocol does not offer",
     "DHP-LSE-013": "it is about a deployment in which two implementations share one store",
     "DHP-SEC-004": "it needs stored records changed behind the implementation's back, and the "
                    "kit never touches an implementation's storage",
+    "DHP-SEC-010": "it needs a store's checkpoints rolled back behind the implementation's "
+                   "back, and the kit never touches an implementation's storage",
     "DHP-SEC-005": "it needs the store's files damaged behind the implementation's back, and "
                    "the kit never touches an implementation's storage",
     "DHP-TRN-034": "the bounds are the implementation's to choose, so no number of connections "

@@ -465,6 +465,35 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _migrate_args(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    _parents(p)
+    p.add_argument("--from-dhp-protocol", required=True, metavar="PATH", dest="source",
+                   help="the root folder of a dhp-protocol 1.3.0 store (holding dhp.sqlite3)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="say what would be carried over; change nothing")
+    p.add_argument("--include-failed", action="store_true",
+                   help="carry handoffs that failed in 1.3 too, as work to run again")
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from dhp.migrate import migrate
+
+    items = migrate(args.open_store(), args.source, dry_run=args.dry_run,
+                    include_failed=args.include_failed)
+    verb = "would carry" if args.dry_run else "carried"
+    lines = [f"{i.old_id[:12]} {i.status:>9} -> {i.action}"
+             + (f" {i.handoff_id} as {i.state}, {i.checkpoints} checkpoints"
+                f"{', result' if i.result else ''}" if i.handoff_id else "")
+             + "".join(f"\n    {note}" for note in i.notes) for i in items]
+    counts = {a: sum(i.action == a for i in items) for a in ("carry", "already", "skip", "error")}
+    lines.append(f"{verb} {counts['carry']}, already held {counts['already']}, "
+                 f"skipped {counts['skip']}, refused {counts['error']}")
+    emit(args, {"dry_run": args.dry_run, "handoffs": [i.as_dict() for i in items],
+                "counts": counts}, "\n".join(lines))
+    return 1 if counts["error"] else 0
+
+
 def _import_args(p: argparse.ArgumentParser) -> None:
     _common(p)
     _parents(p)
@@ -543,6 +572,10 @@ COMMANDS: list[tuple] = [
     ("import", "verify a log and store its handoff, ready to recover", _import_args,
      _runner(_import, create=True),
      ["dhp import handoff.jsonl --store ./peer-data"], None),
+    ("migrate", "carry a dhp-protocol 1.3 store's work over (idempotent; --dry-run)",
+     _migrate_args, _runner(_migrate, create=True),
+     ["dhp migrate --from-dhp-protocol ./old-data --store ./dhp-data --dry-run",
+      "dhp migrate --from-dhp-protocol ./old-data --store ./dhp-data"], None),
     ("demo", "the kill -9 demo: 60 pages, SIGKILL at page 20, zero refetch", _demo_args,
      _demo, ["dhp demo", "dhp demo --one-host --out pages.csv"], _DEMO_CODES),
 ]

@@ -92,6 +92,13 @@ class Tx(ABC):
     def checkpoints(self, handoff_id: str) -> list[dict]:
         """Every checkpoint record of the handoff in seq order."""
 
+    @abstractmethod
+    def chain_head(self, handoff_id: str) -> tuple[int, str] | None:
+        """(seq, hash) of the last checkpoint as the handoff's own row records it, written
+        with each append in the same transaction, or None before any: what a take compares
+        the last checkpoint it reads with, so a rolled back checkpoints table is seen
+        (DHP-SEC-010). O(1)."""
+
     def checkpoint_hash(self, handoff_id: str, seq: int) -> str | None:
         """The hash of checkpoint `seq`, or None: the link a resumed checkpoint is checked
         against (DHP-SEC-004). A backend should answer in O(1)."""

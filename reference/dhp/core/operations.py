@@ -243,9 +243,10 @@ def _take_next_once(backend: StoreBackend, kinds: tuple[str, ...], worker: str,
 def verified_for_resume(tx: Any, row: dict) -> dict | None:
     """The last checkpoint of a handoff a worker is about to resume, checked in O(1) of the
     history (DHP-SEC-004): the envelope hashes to the id, the record's own hash covers its
-    content and its `prev` is the hash of the record before it. IntegrityError, before
-    anything changes, when any fails. (Removed trailing records are check_integrity's to
-    find: the record's step count is a lower bound of the chain's length.)"""
+    content and its `prev` is the hash of the record before it; and it is the chain's head
+    the handoff's row records (DHP-SEC-010), so trailing records removed or the last one
+    replaced by an older one are seen too. IntegrityError, before anything changes, when
+    any fails."""
     hid = row["handoff_id"]
     envelope = row["envelope"]
     intent = envelope.get("intent") if isinstance(envelope, dict) else None
@@ -253,7 +254,12 @@ def verified_for_resume(tx: Any, row: dict) -> dict | None:
             or "sha256:" + hashlib.sha256(chain.canonical_parsed(intent)).hexdigest() != hid:
         raise IntegrityError(f"{hid}: the stored envelope does not hash to the handoff id: its "
                              "intent was changed in the store", requirement="DHP-SEC-004")
+    # The head is read first: a chain only grows, so a checkpoint committed between the two
+    # reads (a read transaction's statements may see different commits) makes the last
+    # record newer than the head, never older.
+    head = tx.chain_head(hid)
     last = tx.last_checkpoint(hid)
+    _check_head(hid, head, last)
     if last is None:
         return None
     try:
@@ -268,6 +274,20 @@ def verified_for_resume(tx: Any, row: dict) -> dict | None:
                              "record before it: a record was changed or removed",
                              requirement="DHP-SEC-004")
     return last
+
+
+def _check_head(hid: str, head: tuple[int, str] | None, last: dict | None) -> None:
+    """DHP-SEC-010: the last checkpoint read is not older than the head the row recorded."""
+    if head is None:
+        return
+    seq = last.get("seq") if isinstance(last, dict) else None
+    if not isinstance(seq, int) or seq < head[0] \
+            or seq == head[0] and last.get("hash") != head[1]:
+        found = "no checkpoint" if last is None else f"seq {seq!r} ({last.get('hash')!r})"
+        raise IntegrityError(
+            f"{hid}: the handoff's row records checkpoint seq {head[0]} ({head[1]}) as the "
+            f"last one, but the checkpoints hold {found}: the checkpoints were rolled back "
+            "or replaced in the store", requirement="DHP-SEC-010")
 
 
 def _dead_owners_row(backend: StoreBackend, tx: Any, kinds: tuple[str, ...]) -> dict | None:

@@ -174,6 +174,13 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX failures_by_handoff ON {s}.failures (handoff_id, id)
     """,
+    # 5: the chain's head (seq and hash of the last checkpoint) kept on the handoff's row,
+    # against which a take checks the last checkpoint it reads (DHP-SEC-010).
+    """
+    ALTER TABLE {s}.handoffs ADD COLUMN chain_seq integer, ADD COLUMN chain_hash text;
+    UPDATE {s}.handoffs AS h SET (chain_seq, chain_hash) = (SELECT seq, hash
+        FROM {s}.checkpoints AS c WHERE c.handoff_id = h.id ORDER BY seq DESC LIMIT 1)
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -246,6 +253,9 @@ class PostgresTx(Tx):
         # (PgLiveness.owner_dead); a free lock stays this transaction's until it ends.
         self.probes: dict[str, bool] = {}
         self.pipeline: psycopg.Pipeline | None = None  # set for a write transaction
+        # The chain's head read with a row (in a read, in the row's snapshot; in a take,
+        # a cursor pipelined behind the row's lock).
+        self._heads: dict[str, Any] = {}
         self._unsynced = False
 
     def _execute(self, sql: str, args: Any = None) -> psycopg.Cursor:
@@ -292,6 +302,10 @@ class PostgresTx(Tx):
                             "WHERE id = %s FOR UPDATE) AS locked", (handoff_id,))
         self._links[handoff_id] = (self.conn.execute(_LINKS.replace("{s}", self.s),
                                                      (envelope, handoff_id)), envelope)
+        if envelope:  # a take: the chain's head it checks (DHP-SEC-010), same round trip
+            self._heads[handoff_id] = self.conn.execute(
+                f"SELECT chain_seq, chain_hash FROM {self.s}.handoffs WHERE id = %s",
+                (handoff_id,))
         self._sync()
         found = cur.fetchone()
         if found is None:
@@ -306,14 +320,16 @@ class PostgresTx(Tx):
         # One statement, one snapshot: the row and its last two links.
         found = self._one(
             f"SELECT {', '.join('h.' + c for c in _ROW_COLUMNS)}, l.seq, l.hash, l.record, "
-            "p.hash FROM {s}.handoffs AS h LEFT JOIN LATERAL (SELECT seq, hash, record "
+            "p.hash, h.chain_seq, h.chain_hash FROM {s}.handoffs AS h "
+            "LEFT JOIN LATERAL (SELECT seq, hash, record "
             "FROM {s}.checkpoints WHERE handoff_id = h.id ORDER BY seq DESC LIMIT 1) AS l "
             "ON true LEFT JOIN LATERAL (SELECT hash FROM {s}.checkpoints "
             "WHERE handoff_id = h.id AND seq = l.seq - 1) AS p ON true WHERE h.id = %s",
             (handoff_id,))
         if found is None:
             return None
-        seq, last_hash, record, prev_hash = found[len(_ROW_COLUMNS):]
+        seq, last_hash, record, prev_hash, *head = found[len(_ROW_COLUMNS):]
+        self._heads[handoff_id] = None if head[0] is None else tuple(head)  # same snapshot
         links = [] if seq is None else [(seq, last_hash, record)] + (
             [(seq - 1, prev_hash, None)] if prev_hash is not None else [])
         self._links[handoff_id] = (links, True)
@@ -382,12 +398,31 @@ class PostgresTx(Tx):
     def append_checkpoints(self, records: list[tuple[dict, str | None]]) -> None:
         for r, _text in records:
             self._links.pop(r["handoff_id"], None)
+            self._heads.pop(r["handoff_id"], None)
         with self.conn.cursor() as cur:
             cur.executemany(
                 f"INSERT INTO {self.s}.checkpoints (handoff_id, seq, fence, hash, record) "
                 "VALUES (%s, %s, %s, %s, %s)",
                 [(r["handoff_id"], r["seq"], r["fence"], r["hash"],
                   _dumps(r) if text is None else text) for r, text in records])
+            # The chain's new head on the row, which the take checks (DHP-SEC-010).
+            heads = {r["handoff_id"]: (r["seq"], r["hash"]) for r, _text in records}
+            cur.executemany(f"UPDATE {self.s}.handoffs SET chain_seq = %s, chain_hash = %s "
+                            "WHERE id = %s", [(*head, hid) for hid, head in heads.items()])
+
+    def chain_head(self, handoff_id: str) -> tuple[int, str] | None:
+        head = self._heads.get(handoff_id, False)
+        if head is None or isinstance(head, tuple):
+            return head
+        if head is not False:  # a cursor that arrived with the row (get)
+            self._sync()
+            found = head.fetchone()
+            self._heads[handoff_id] = head = \
+                None if found is None or found[0] is None else (found[0], found[1])
+            return head
+        found = self._one("SELECT chain_seq, chain_hash FROM {s}.handoffs WHERE id = %s",
+                          (handoff_id,))
+        return None if found is None or found[0] is None else (found[0], found[1])
 
     def checkpoints(self, handoff_id: str) -> list[dict]:
         rows = self._all("SELECT record FROM {s}.checkpoints WHERE handoff_id = %s "

@@ -227,6 +227,19 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX failures_by_handoff ON failures(handoff_id, id);
     """,
+    # 10: the chain's head (seq and hash of the last checkpoint) kept on the handoff's row,
+    # against which a take checks the last checkpoint it reads (DHP-SEC-010): a checkpoints
+    # table rolled back is then seen. Filled from the stored chains (a damaged record: NULL).
+    """
+    ALTER TABLE handoffs ADD COLUMN chain_seq INTEGER;
+    ALTER TABLE handoffs ADD COLUMN chain_hash TEXT;
+    UPDATE handoffs AS h SET
+        chain_seq = (SELECT key & 4294967295 FROM checkpoints WHERE key BETWEEN h.num << 32
+                     AND (h.num << 32) + 4294967295 ORDER BY key DESC LIMIT 1),
+        chain_hash = (SELECT CASE WHEN json_valid(record) THEN json_extract(record, '$.hash')
+                      END FROM checkpoints WHERE key BETWEEN h.num << 32
+                      AND (h.num << 32) + 4294967295 ORDER BY key DESC LIMIT 1);
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -358,10 +371,12 @@ def _positions(changed: tuple[int, ...]) -> tuple[int, ...]:
 
 
 @functools.lru_cache(maxsize=256)
-def _update_sql(changed: tuple[int, ...], with_result: bool) -> str:
-    """The UPDATE of put_record that sets these columns (indexes into _PUT_COLUMNS)."""
+def _update_sql(changed: tuple[int, ...], with_result: bool, with_head: bool = False) -> str:
+    """The UPDATE of put_record that sets these columns (indexes into _PUT_COLUMNS), and
+    the result and the chain's head (migration 9) when they are pending."""
     sets = "".join(f"{_PUT_COLUMNS[i]} = ?, " for i in changed)
-    return (f"UPDATE handoffs SET {sets}{'result = ?, ' if with_result else ''}updated_at = ? "
+    return (f"UPDATE handoffs SET {sets}{'result = ?, ' if with_result else ''}"
+            f"{'chain_seq = ?, chain_hash = ?, ' if with_head else ''}updated_at = ? "
             "WHERE id = ?")
 
 
@@ -393,6 +408,9 @@ class SQLiteTx(Tx):
         # The last checkpoint's (seq, hash) read with a row by get(envelope=False), and moved
         # by append_checkpoint.
         self._links: dict[str, tuple[int, str] | None] = {}
+        # The chain's new head (seq, hash) after append_checkpoint, written like a result:
+        # by the row's next UPDATE, or before a read or the commit (DHP-SEC-010).
+        self._heads: dict[str, tuple[int, str]] = {}
 
     def _read(self, values: tuple) -> dict:
         self._stored[values[0]] = values[_STORED]
@@ -454,7 +472,10 @@ class SQLiteTx(Tx):
         result = self._results.pop(handoff_id, None)
         if result is not None:
             values.append(result)
-        cur = self.conn.execute(_update_sql(changed, result is not None),
+        head = self._heads.pop(handoff_id, None)
+        if head is not None:
+            values.extend(head)
+        cur = self.conn.execute(_update_sql(changed, result is not None, head is not None),
                                 [*values, now, handoff_id])
         if cur.rowcount != 1:
             raise Internal(f"update of {handoff_id} touched {cur.rowcount} rows")
@@ -517,11 +538,20 @@ class SQLiteTx(Tx):
         cur = self.conn.execute(_INSERT_CHECKPOINT, _checkpoint_values(record, text))
         if cur.rowcount != 1:
             raise Internal(f"checkpoint seq {record['seq']} of {hid}: no such handoff")
+        self._heads[hid] = (record["seq"], record["hash"])
 
     def append_checkpoints(self, records: list[tuple[dict, str | None]]) -> None:
         self._links.clear()
         self.conn.executemany(_INSERT_CHECKPOINT,
                               [_checkpoint_values(r, text) for r, text in records])
+        for record, _text in records:
+            self._heads[record["handoff_id"]] = (record["seq"], record["hash"])
+
+    def chain_head(self, handoff_id: str) -> tuple[int, str] | None:
+        self._write_results()
+        found = self.conn.execute("SELECT chain_seq, chain_hash FROM handoffs WHERE id = ?",
+                                  (handoff_id,)).fetchone()
+        return None if found is None or found[0] is None else (found[0], found[1])
 
     def checkpoints(self, handoff_id: str) -> list[dict]:
         rows = self.conn.execute(
@@ -556,6 +586,10 @@ class SQLiteTx(Tx):
         while self._results:
             handoff_id, text = self._results.popitem()
             self.conn.execute("UPDATE handoffs SET result = ? WHERE id = ?", (text, handoff_id))
+        while self._heads:
+            handoff_id, (seq, digest) = self._heads.popitem()
+            self.conn.execute("UPDATE handoffs SET chain_seq = ?, chain_hash = ? WHERE id = ?",
+                              (seq, digest, handoff_id))
 
     def select(self, *, states: tuple[str, ...] | None = None,
                task_kinds: tuple[str, ...] | None = None,

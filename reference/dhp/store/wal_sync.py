@@ -7,7 +7,7 @@ process whose commit returned before another process's fsync started need not fs
 it waits for that fsync and is done.
 
 The processes meet in a small file beside the database (`wal-sync`): under an exclusive flock
-of it, a process reads when the last completed fsync started (time.monotonic(), one clock for
+of it, a process reads when the last completed fsync started (host_monotonic(), one clock for
 every process of the host, that never goes back). If that is later than its own commit, its
 commit is covered; otherwise it fsyncs the WAL itself, holding the flock (the others queue
 behind it and are covered by its fsync if they committed before it started), and records
@@ -30,7 +30,7 @@ import os
 import struct
 import time
 
-from dhp.core.clock import boot_id
+from dhp.core.clock import boot_id, host_monotonic
 
 SYNC_FILE = "wal-sync"
 
@@ -43,7 +43,7 @@ SYNC_WAIT_S = 0.05
 # them behind one lock would only cost (bench/group_commit.py measures both).
 SHARE_ABOVE_S = 0.001
 
-# The record: time.monotonic() at the start of the last completed fsync of the WAL, and the
+# The record: host_monotonic() at the start of the last completed fsync of the WAL, and the
 # boot it was taken in (the clock restarts at a reboot; the file stays).
 _RECORD = struct.Struct("=d40s")
 
@@ -69,7 +69,7 @@ def read_record(view: mmap.mmap, boot: bytes) -> float:
     """The start of the last completed fsync recorded in the sync file, or -inf when there is
     none (a new file), it was taken in another boot, or it cannot be one (in the future)."""
     started, recorded_boot = _RECORD.unpack_from(view, 0)
-    if recorded_boot != boot or not started <= time.monotonic():  # NaN fails too
+    if recorded_boot != boot or not started <= host_monotonic():  # NaN fails too
         return -math.inf
     return started
 
@@ -81,14 +81,14 @@ def write_record(view: mmap.mmap, started: float, boot: bytes) -> None:
 def _lock_within(fd: int, seconds: float) -> bool:
     """An exclusive flock of `fd`, polled (flock has no timeout) until `seconds` pass;
     False then. OSError other than "held by another" is raised."""
-    deadline = time.monotonic() + seconds
+    deadline = host_monotonic() + seconds
     pause = 20e-6  # an fsync takes a few hundred microseconds on a fast disk: a waiter
     while True:  # that sleeps longer than that only adds to its commit's latency
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return True
         except BlockingIOError:
-            if time.monotonic() >= deadline:
+            if host_monotonic() >= deadline:
                 return False
         _pause(pause)
         pause = min(2 * pause, 200e-6)
@@ -113,7 +113,7 @@ class WalSync:
         """Return once every commit this process made to the WAL so far is durable; call it
         after the commit returned. `share=False` always fsyncs (for a benchmark).
         Raises OSError when the fsync fails."""
-        committed = time.monotonic()
+        committed = host_monotonic()
         if self._wal_fd is None:  # kept while the connection lives: SQLite neither removes
             # nor replaces the WAL file while a connection has the store open
             self._wal_fd = os.open(self.wal, os.O_RDONLY | os.O_CLOEXEC)
@@ -125,9 +125,9 @@ class WalSync:
 
     def _fsync(self) -> float:
         """fsync the WAL; returns when the fsync started."""
-        started = time.monotonic()
+        started = host_monotonic()
         _fdatasync(self._wal_fd)
-        took = time.monotonic() - started
+        took = host_monotonic() - started
         self._fsync_s = took if self._fsync_s is None else 0.8 * self._fsync_s + 0.2 * took
         self.fsyncs += 1
         return started
