@@ -184,7 +184,7 @@ def test_dlq_ls_and_requeue(capsys, store_path):
     assert "max_attempts" in entries[0]["reason"]
     assert entries[0]["envelope"]["handoff_id"] == hid
     code, out, _ = run(capsys, "dlq", "ls")
-    assert out.splitlines()[0].split()[-1] == "REASON" and hid in out
+    assert out.splitlines()[0].split()[-3:] == ["REASON", "LAST", "ERROR"] and hid in out
     code, out, _ = run(capsys, "dlq", "requeue", hid)
     assert code == 0 and "requeued" in out
     status = api.status(store, hid)

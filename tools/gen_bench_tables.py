@@ -455,7 +455,8 @@ RENDER: dict[str, Callable[[dict], str]] = {
     "list": listing, "transport": transport, "preauth_attack": preauth_attack,
     "worker_pool": worker_pool, "pickup_latency": pickup_latency,
     "tracing_overhead": tracing_overhead, "startup": startup,
-    "mcp": mcp, "server_load": server_load, "throughput": throughput, "claim_latency": claim_latency, "validate": validate,
+    "mcp": mcp, "server_load": server_load, "throughput": throughput,
+    "claim_latency": claim_latency, "validate": validate,
     "write_cost": write_cost, "group_commit": group_commit,
     "group_commit_slow": group_commit}
 

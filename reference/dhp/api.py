@@ -422,7 +422,8 @@ def checkpoints(store: StoreBackend, handoff_id: str) -> list[dict]:
 
 def status(store: StoreBackend, handoff_id: str) -> dict:
     """A snapshot valid against schemas/status.json."""
-    return operations.status_of(operations.get_row(store, handoff_id), store.now())
+    return operations.status_of(operations.get_row(store, handoff_id, failures=True),
+                                store.now())
 
 
 def result(store: StoreBackend, handoff_id: str) -> Any:

@@ -437,15 +437,18 @@ def unknown_handoff(hid: str) -> NotFound:
     return NotFound(f"no handoff {hid} in this store", requirement="DHP-STM-003")
 
 
-def get_row(backend: StoreBackend, hid: str, *, verify: bool = False) -> dict:
+def get_row(backend: StoreBackend, hid: str, *, verify: bool = False,
+            failures: bool = False) -> dict:
     """The handoff's row with its last checkpoint; with `verify`, checked as work about to
-    resume from it is (verified_for_resume)."""
+    resume from it is (verified_for_resume); with `failures`, its failure records too (a
+    read of their own: only the status shows them)."""
     with backend.transaction(write=False) as tx:
         row = tx.get(hid)
         if row is not None:
             row["last_checkpoint"] = verified_for_resume(tx, row) if verify \
                 else tx.last_checkpoint(hid)
-            row["failures"] = tx.failures(hid)
+            if failures:
+                row["failures"] = tx.failures(hid)
     if row is None:
         raise unknown_handoff(hid)
     return row

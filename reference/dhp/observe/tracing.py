@@ -233,8 +233,9 @@ def taken(args: tuple, kwargs: dict, result: Any) -> dict:
         if event.get("lost_s") is not None:  # it ended a lost owner's lease
             found.update({"dhp.lost": event["how"], "dhp.takeover.delay_s": event["lost_s"]})
         return found
-    wanted = _arg(args, kwargs, 1, "handoff_id")
-    return {"dhp.handoff_id": wanted if isinstance(wanted, str) else None,
+    wanted = _arg(args, kwargs, 1, "handoff_id")  # claim_next's is a kind (or kinds), no id
+    return {"dhp.handoff_id": wanted if isinstance(wanted, str)
+            and wanted.startswith("sha256:") else None,
             "dhp.worker_id": _arg(args, kwargs, 2, "worker_id")}
 
 
