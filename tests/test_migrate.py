@@ -5,8 +5,11 @@ over to a DHP store, where a worker finishes it."""
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
 import subprocess
+import sys
+import time
 
 import pytest
 from dhp import api
@@ -32,6 +35,17 @@ try:
     ctx.complete({"x": 1})
 except Exception:
     pass
+"""
+
+
+# The DHP side: a task that resumes from the last checkpoint and says where it started.
+WORKER_TASKS = """
+import dhp
+
+@dhp.task("pages", output_schema={"type": "object", "required": ["pages"]})
+def pages(ctx, inputs):
+    start = (ctx.last_checkpoint or {"page": 0})["page"]
+    return {"pages": inputs["n"], "resumed_at": start}
 """
 
 
@@ -71,17 +85,25 @@ def test_a_13_store_is_carried_over_once_and_its_work_finished(old_store, tmp_pa
     assert report["counts"] == {"carry": 0, "already": 3, "skip": 1, "error": 0}
     assert [(r["handoff_id"], r["state"]) for r in api.list_handoffs(store)] == before
 
-    # The work resumes where 1.3 left it and finishes under DHP.
-    with api.recover(store, items["running"].handoff_id, "w2", heartbeat_interval=0) as ctx:
-        assert ctx.last_checkpoint == {"page": 3}
-        assert ctx.inputs == {"n": 2}
-        ctx.checkpoint({"page": 4})
-        ctx.complete({"pages": 4})
-    ctx = api.claim_next(store, "pages", "w2", heartbeat_interval=0)
-    assert ctx.handoff_id == items["pending"].handoff_id
-    ctx.complete({"pages": 1})
-    assert api.claim_next(store, "pages", "w2") is None
+    # The work resumes where 1.3 left it and `dhp worker` finishes it.
     store.close()
+    (tmp_path / "pages_tasks.py").write_text(WORKER_TASKS)
+    worker = subprocess.Popen([sys.executable, "-m", "dhp.cli.main", "worker", "pages_tasks",
+                               "--store", str(tmp_path / "new")], cwd=tmp_path,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        store = api.Store(tmp_path / "new")
+        wanted = [items["running"].handoff_id, items["pending"].handoff_id]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and any(
+                api.status(store, h)["state"] != "completed" for h in wanted):
+            time.sleep(0.1)
+        assert api.result(store, items["running"].handoff_id) == {"pages": 2, "resumed_at": 3}
+        assert api.result(store, items["pending"].handoff_id) == {"pages": 1, "resumed_at": 0}
+        store.close()
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(60) == 0, worker.stderr.read()
 
 
 def test_a_changed_13_checkpoint_is_refused_and_nothing_of_it_stored(old_store, tmp_path):
