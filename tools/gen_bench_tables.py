@@ -325,10 +325,11 @@ def mcp(r: dict) -> str:
         rec = {"stdio_sqlite": rec}
     labels = {"stdio": "stdio", "http_stream": "HTTP, event stream open",
               "http_no_stream": "HTTP, no stream (agent timeout 8 s)"}
+    order = [f"{t}_{s}" for t in labels for s in ("sqlite", "postgres")]
     recovery_rows = [[f"{labels[key.rsplit('_', 1)[0]]} on {key.rsplit('_', 1)[1]}",
                       f"**{num(v['median'], ' s')}** / {num(v['p95'], ' s')} / "
                       f"{num(v['min'], ' s')} / {num(v['max'], ' s')} ({v['n']} reps)"]
-                     for key, v in rec.items()]
+                     for key, v in sorted(rec.items(), key=lambda kv: order.index(kv[0]))]
     return (table([f"{num(r['calls'])} calls each", "over stdio", "SDK in-process",
                    "stdio overhead (p50)"], rows) + "\n\n" +
             table(["recovery: kill -9 of the agent → standby's `recover` succeeds",
