@@ -56,3 +56,25 @@ def test_series_buckets_takeovers_from_the_journal(tmp_path):
     rows = series.window(2)["minutes"]  # the take may fall in the minute before
     assert sum(r["takeovers"] for r in rows) == 1
     assert max(r["delay_max"] or 0 for r in rows) >= 0
+
+
+def test_listing_the_claimed_reads_no_stored_orphan(tmp_path, monkeypatch):
+    from dhp.store.sqlite import SQLiteTx
+
+    store = dhp.Store(tmp_path / "s")
+    live = dhp.dispatch(store, "k", {"n": 0}, {"type": "object"})
+    lost = dhp.dispatch(store, "k", {"n": 1}, {"type": "object"})
+    dhp.claim(store, live, "w", heartbeat_interval=0)
+    dhp.claim(store, lost, "w", heartbeat_interval=0, ttl=0.01)
+    import time
+    time.sleep(0.05)
+    dhp.orphan(store, lost)  # stored orphaned
+    asked = []
+    real = SQLiteTx.select_page
+    monkeypatch.setattr(SQLiteTx, "select_page",
+                        lambda self, **kw: asked.append(kw["states"]) or real(self, **kw))
+    assert [s["handoff_id"] for s in listing.handoffs(store, "claimed", None, None, 9)] == \
+        [live]
+    assert asked == [("claimed",)]
+    assert [s["handoff_id"] for s in listing.handoffs(store, "orphaned", None, None, 9)] == \
+        [lost]

@@ -114,7 +114,7 @@ const clock = (t) => new Date(t * 1000).toTimeString().slice(0, 5);
 const fmt = (v) => v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : +v.toFixed(2);
 // stacks: per minute, a list of [value, color, label, keep]; draws the axes and the bars
 // (a zero is drawn as a sliver when `keep`: a takeover of 0 s happened).
-function bars(node, minutes, stacks) {
+function bars(node, minutes, stacks, unit = "") {
   const top = Math.max(1e-9, ...stacks.map((s) => s.reduce((a, [v]) => a + v, 0)));
   const step = (W - PAD) / minutes.length, scale = (H - 16) / top;
   const shapes = [];
@@ -133,7 +133,7 @@ function bars(node, minutes, stacks) {
   node.classList.toggle("empty", empty);
   node.replaceChildren(
     svg("line", { x1: PAD, y1: H - 12, x2: W, y2: H - 12, class: "axis" }),
-    svg("text", { x: PAD - 3, y: 10, "text-anchor": "end" }, empty ? "0" : fmt(top)),
+    svg("text", { x: PAD - 3, y: 10, "text-anchor": "end" }, `${empty ? 0 : fmt(top)}${unit}`),
     svg("text", { x: PAD - 3, y: H - 12, "text-anchor": "end" }, "0"),
     svg("text", { x: PAD, y: H - 1 }, clock(minutes[0].t)),
     svg("text", { x: W, y: H - 1, "text-anchor": "end" }, "now"),
@@ -150,7 +150,7 @@ function drawCharts(series) {
     el("span", {}, el("i", { style: `background:${COLORS[s]}` }), s)));
   bars($("#chart-throughput"), m, m.map((b) => [[b.completed, COLORS.completed, "completed"]]));
   bars($("#chart-takeover"), m, m.map((b) => b.takeovers ? [[b.delay_max, COLORS.orphaned,
-    `longest of ${b.takeovers} takeover(s), s`, true]] : []));
+    `longest of ${b.takeovers} takeover(s), s`, true]] : []), " s");
 }
 
 async function refresh() {
