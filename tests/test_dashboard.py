@@ -219,7 +219,8 @@ def test_dashboard_charts_sort_actions_and_phone(dashboard, tmp_path):
 
         os.kill(worker.pid, signal.SIGKILL)  # a takeover, for the delay chart
         worker.wait(30)
-        dhp.recover(store, running, "standby", heartbeat_interval=0)
+        # no heartbeats: a lease long enough to stay claimed on a slow machine
+        dhp.recover(store, running, "standby", heartbeat_interval=0, ttl=600)
         page.locator("#chart-throughput rect").first.wait_for(timeout=30_000)
         page.locator("#chart-takeover rect").first.wait_for(timeout=30_000)
         row.locator("text=standby").wait_for(timeout=30_000)
