@@ -78,3 +78,10 @@ def test_listing_the_claimed_reads_no_stored_orphan(tmp_path, monkeypatch):
     assert asked == [("claimed",)]
     assert [s["handoff_id"] for s in listing.handoffs(store, "orphaned", None, None, 9)] == \
         [lost]
+
+
+def test_the_sampler_rests_longer_after_a_slow_sample():
+    from dhp.observe.series import SAMPLE_S, pause
+
+    assert pause(0.01) == SAMPLE_S
+    assert pause(3.0) >= 27.0  # a big store: at most a tenth of a core

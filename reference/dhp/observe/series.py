@@ -10,7 +10,8 @@ read incrementally by metrics.JournalFollower and bucketed by the take's wall ti
 include takeovers from before the dashboard started, as far back as the window reaches.
 
 Bounded: KEEP_MIN buckets of a few numbers each; each sample is one count of the store (the
-same read as /api/overview) and at most a few pages of the journal.
+same read as /api/overview) and at most a few pages of the journal, and the sampler rests
+IDLE_FACTOR times as long as a sample took (see pause).
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from dhp.observe.metrics import JournalFollower, store_counts
 
 SAMPLE_S = 2.0
 KEEP_MIN = 180  # three hours of minutes
+# A sample counts every handoff (about 3 s at 100,000 in bench/list_bench.py): the sampler
+# then waits this many times as long, so it takes at most a tenth of a core at any size.
+IDLE_FACTOR = 9.0
 
 
 def _bucket() -> dict:
@@ -85,12 +89,18 @@ class Series:
     def run(self, stop: threading.Event) -> None:
         """Sample until `stop` is set; a store that fails a read is tried again next time."""
         while True:
+            began = time.monotonic()
             try:
                 self.sample()
             except DHPError:
                 pass
-            if stop.wait(SAMPLE_S):
+            if stop.wait(pause(time.monotonic() - began)):
                 return
+
+
+def pause(took_s: float) -> float:
+    """Seconds to rest after a sample that took `took_s`."""
+    return max(SAMPLE_S, IDLE_FACTOR * took_s)
 
 
 def _minute_of(wall: str | None) -> int | None:
