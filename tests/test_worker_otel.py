@@ -134,3 +134,22 @@ def split_json(text: str) -> list[str]:
             if depth == 0:
                 chunks.append(text[start:i + 1])
     return chunks
+
+
+def test_supervisor_exports_its_orphan_span_and_mcp_on_stdio_refuses_the_console(tmp_path):
+    store = dhp.Store(tmp_path / "store")
+    hid = dhp.dispatch(store, "otel.echo", {"n": 3}, {"type": "object"})
+    dhp.claim(store, hid, "gone", heartbeat_interval=0, ttl=0.01)
+    time.sleep(0.05)  # the lease expired: the supervisor orphans it
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env = dict(clean, OTEL_TRACES_EXPORTER="console", OTEL_METRICS_EXPORTER="none")
+    sup = subprocess.run([sys.executable, "-m", "dhp.cli.main", "supervisor", "--store",
+                          str(tmp_path / "store"), "--once"], capture_output=True, text=True,
+                         env=env, timeout=60)
+    assert sup.returncode == 0, sup.stderr
+    names = {json.loads(c)["name"] for c in split_json(sup.stdout) if '"context"' in c}
+    assert "dhp.supervisor.orphan" in names
+    mcp = subprocess.run([sys.executable, "-m", "dhp.agents.mcp_cli", "--root",
+                          str(tmp_path / "store")], capture_output=True, text=True, env=env,
+                         timeout=60, stdin=subprocess.DEVNULL)
+    assert mcp.returncode == 2 and "console would write into the protocol" in mcp.stderr
