@@ -7,7 +7,9 @@ reported too, against single `dhp.dispatch` calls), then measured, each in a fre
   next to `dhp --version` (interpreter start and imports, the part no store size changes);
 - `dhp ls --all > /dev/null` (every handoff streamed): wall time and peak RSS, which must not
   grow with the store;
-- the SDK: `list_handoffs(limit=50)` and the last page by cursor, median seconds in-process.
+- the SDK: `list_handoffs(limit=50)` and the last page by cursor, median seconds in-process;
+- the dashboard: its list (500, running work first, state by state: dhp.observe.listing) and
+  one sample of its chart series (a count of the store and the journal: dhp.observe.series).
 
 Prints one JSON line.
 Usage: python bench/list_bench.py [--sizes 1000,100000] [--repeat 3] [--quick]
@@ -78,9 +80,22 @@ def sdk(path: str, repeat: int) -> dict:
         dhp.list_handoffs(store, limit=50, after="51")  # the oldest page but one
         last.append(time.perf_counter() - begin)
     assert len(page) == 50 and page.cursor
+    from dhp.observe import listing
+    from dhp.observe.series import Series
+
+    board, sample = [], []
+    for _ in range(repeat):
+        begin = time.perf_counter()
+        assert len(listing.handoffs(store, None, None, "active", 500)) == 500
+        board.append(time.perf_counter() - begin)
+        begin = time.perf_counter()
+        Series(store).sample()
+        sample.append(time.perf_counter() - begin)
     store.close()
     return {"list_handoffs_first_page_s": round(statistics.median(first), 4),
-            "list_handoffs_oldest_page_s": round(statistics.median(last), 4)}
+            "list_handoffs_oldest_page_s": round(statistics.median(last), 4),
+            "dashboard_list_s": round(statistics.median(board), 4),
+            "dashboard_series_sample_s": round(statistics.median(sample), 4)}
 
 
 def main() -> None:

@@ -1,8 +1,9 @@
 """`dhp dashboard` in a real browser (Debian's chromium driven by Playwright; no browser is
 downloaded): it loads, shows a live handoff changing state while its worker runs and is
 SIGKILLed and a standby takes over, shows the timeline and the verified chain, and requeues a
-DLQ entry with the token and refuses without it. With DHP_SCREENSHOTS=DIR it also writes the
-screenshots shown in the docs."""
+DLQ entry with the token and refuses without it; draws the charts, lists running work first,
+offers only the actions that apply and fits a phone. With DHP_SCREENSHOTS=DIR they also write
+the screenshots shown in the docs."""
 
 from __future__ import annotations
 
@@ -65,6 +66,15 @@ def dashboard(tmp_path):
     proc.wait(30)
 
 
+def dead_lettered(store, inputs: dict) -> str:
+    """A handoff parked in the DLQ: one attempt allowed, taken, released, taken again."""
+    hid = dhp.dispatch(store, "pages.fetch", inputs, {"type": "object"}, {"max_attempts": 1})
+    dhp.claim(store, hid, "w0", heartbeat_interval=0).release()
+    with pytest.raises(dhp.BudgetExceeded):
+        dhp.claim(store, hid, "w0")
+    return hid
+
+
 def post(url: str, token: str | None) -> int:
     request = urllib.request.Request(url, method="POST", headers=(
         {"Authorization": f"Bearer {token}"} if token else {}))
@@ -78,17 +88,14 @@ def test_dashboard_live_takeover_and_dlq_requeue(dashboard, tmp_path):
     url, token, store_path = dashboard
     store = dhp.Store(store_path)
     live = dhp.dispatch(store, "pages.fetch", {"pages": 60}, {"type": "object"})
-    parked = dhp.dispatch(store, "pages.fetch", {"pages": 1}, {"type": "object"},
-                          {"max_attempts": 1})
-    dhp.claim(store, parked, "w0", heartbeat_interval=0).release()
-    with pytest.raises(dhp.BudgetExceeded):
-        dhp.claim(store, parked, "w0")
+    parked = dead_lettered(store, {"pages": 1})
     worker = subprocess.Popen([sys.executable, "-c", WORKER, str(store_path), live],
                               stdout=subprocess.PIPE, text=True)
     shots = os.environ.get("DHP_SCREENSHOTS")
     with browser() as p:
         page = p.chromium.launch(executable_path=CHROMIUM).new_page(
             viewport={"width": 1280, "height": 800})
+        page.on("dialog", lambda d: d.accept())  # each action asks first
         page.goto(url)
         row = page.locator(f'tr[data-id="{live}"]')
         row.locator("text=claimed").wait_for(timeout=30_000)
@@ -104,8 +111,6 @@ def test_dashboard_live_takeover_and_dlq_requeue(dashboard, tmp_path):
             arg=live, timeout=30_000)
         assert "\t2\t" in row.inner_text()  # fence 2
         assert re.fullmatch(r"\d+ s", row.locator("td.age").inner_text())  # since dispatch
-        if shots:
-            page.screenshot(path=f"{shots}/dashboard-list.png", full_page=True)
 
         dead = page.locator(f'tr[data-id="{parked}"]')
         dead.locator("text=dead_lettered").wait_for(timeout=30_000)
@@ -140,10 +145,6 @@ def test_dashboard_live_takeover_and_dlq_requeue(dashboard, tmp_path):
         assert '"pages": 60' in page.locator("#d-result").inner_text()
         if shots:
             page.screenshot(path=f"{shots}/dashboard-handoff.png", full_page=True)
-            page.set_viewport_size({"width": 390, "height": 844})
-            page.goto(url)
-            page.locator(f'tr[data-id="{live}"]').wait_for(timeout=30_000)
-            page.screenshot(path=f"{shots}/dashboard-phone.png", full_page=True)
         page.goto(f"{url}#/h/{parked}")  # a take that made no checkpoint is there too
         page.locator("#d-timeline", has_text="claim fence 1 by w0 — no checkpoint").wait_for(
             timeout=30_000)
@@ -173,3 +174,80 @@ def test_mutations_need_the_token_and_read_only_refuses(dashboard, tmp_path):
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def test_dashboard_charts_sort_actions_and_phone(dashboard, tmp_path):
+    """The charts draw from the store (a completion, a takeover after a SIGKILL), running work
+    is listed above the backlog, each row offers only the actions its state allows, each
+    asking first, and on a phone the rows are cards with no sideways scroll."""
+    url, token, store_path = dashboard
+    store = dhp.Store(store_path)
+    running = dhp.dispatch(store, "pages.fetch", {"pages": 60}, {"type": "object"})
+    backlog = [dhp.dispatch(store, "pages.fetch", {"n": n}, {"type": "object"})
+               for n in range(3)]  # dispatched later: newest first would list them first
+    done = dhp.dispatch(store, "pages.fetch", {"done": 1}, {"type": "object"})
+    parked = dead_lettered(store, {"parked": 1})
+    shots = os.environ.get("DHP_SCREENSHOTS") or str(tmp_path)
+    with browser() as p:
+        page = p.chromium.launch(executable_path=CHROMIUM).new_page(
+            viewport={"width": 1280, "height": 800})
+        problems = []
+        page.on("console", lambda m: m.type == "error" and problems.append(m.text))
+        page.on("response", lambda r: r.status >= 400 and problems.append(f"{r.status} {r.url}"))
+        page.goto(url)
+        page.locator("#chart-states rect").first.wait_for(timeout=30_000)  # sampled once
+        page.locator("#token-box summary").click()
+        page.fill("#token", token)
+        page.locator("#token").dispatch_event("change")
+
+        worker = subprocess.Popen([sys.executable, "-c", WORKER, str(store_path), running],
+                                  stdout=subprocess.PIPE, text=True)
+        assert worker.stdout.readline().strip() == "checkpoint 1"
+        with dhp.claim(store, done, "w1") as ctx:
+            ctx.complete({"ok": True})
+        row = page.locator(f'tr[data-id="{running}"]')
+        row.locator("text=claimed").wait_for(timeout=30_000)
+        ids = page.eval_on_selector_all("#handoffs tbody tr", "rs => rs.map(r => r.dataset.id)")
+        assert ids.index(running) < min(ids.index(b) for b in backlog)  # running work first
+        assert ids.index(backlog[0]) < ids.index(done)  # the backlog before the finished
+        page.select_option("#sort", "newest")
+        page.wait_for_function(
+            "([a, b]) => { const ids = [...document.querySelectorAll('#handoffs tbody tr')]"
+            ".map(r => r.dataset.id); return ids.indexOf(b) < ids.indexOf(a); }",
+            arg=[running, backlog[0]], timeout=30_000)
+        page.select_option("#sort", "active")
+
+        os.kill(worker.pid, signal.SIGKILL)  # a takeover, for the delay chart
+        worker.wait(30)
+        # no heartbeats: a lease long enough to stay claimed on a slow machine
+        dhp.recover(store, running, "standby", heartbeat_interval=0, ttl=600)
+        page.locator("#chart-throughput rect").first.wait_for(timeout=30_000)
+        page.locator("#chart-takeover rect").first.wait_for(timeout=30_000)
+        row.locator("text=standby").wait_for(timeout=30_000)
+
+        def buttons(hid: str) -> list[str]:
+            return page.locator(f'tr[data-id="{hid}"] button').all_inner_texts()
+        assert buttons(running) == ["cancel"] and buttons(backlog[0]) == ["cancel"]
+        assert buttons(done) == [] and buttons(parked) == ["requeue"]
+        page.once("dialog", lambda d: d.dismiss())  # asked first: no
+        page.locator(f'tr[data-id="{backlog[0]}"] button').click()
+        page.wait_for_timeout(1500)
+        assert dhp.status(store, backlog[0])["state"] == "pending"
+        page.once("dialog", lambda d: d.accept())
+        page.locator(f'tr[data-id="{backlog[0]}"] button').click()
+        page.locator(f'tr[data-id="{backlog[0]}"]', has_text="cancelled").wait_for(
+            timeout=30_000)
+        assert buttons(backlog[0]) == []  # cancelled: nothing more to do from here
+        page.screenshot(path=f"{shots}/dashboard-list.png", full_page=True)
+
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.reload()
+        owner = page.locator(f'tr[data-id="{running}"] td.owner')
+        owner.wait_for(timeout=30_000)
+        assert "standby" in owner.inner_text()
+        box = owner.bounding_box()
+        assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390
+        assert page.locator(f'tr[data-id="{running}"] td.lease').is_visible()
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390  # no sideways
+        page.screenshot(path=f"{shots}/dashboard-phone.png", full_page=True)
+        assert problems == []  # the favicon is served: no 404 in the console

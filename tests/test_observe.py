@@ -202,3 +202,10 @@ def test_transport_ship_and_ingest_spans_join_the_handoffs_trace(tmp_path):
     (log,) = imported
     assert log["attributes"]["dhp.source"].endswith("h.jsonl")
     assert log["attributes"]["dhp.frames"] == 4 and log["status"] != "ERROR"  # 1 + 2 + result
+
+
+def test_a_claim_next_that_finds_nothing_makes_no_span(tmp_path):
+    out = story("idle", str(tmp_path / "store"))
+    hid = out["hid"]
+    assert out["spans"] == [["dhp.dispatch", hid], ["dhp.claim_next", hid],
+                            ["dhp.release", hid]]

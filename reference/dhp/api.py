@@ -392,7 +392,7 @@ def recover(store: StoreBackend, handoff_id: str, worker_id: str, *, ttl: float 
     return _context(store, row, worker_id, ttl, interval, ship_to)
 
 
-@traced("claim_next", tracing.taken)
+@traced("claim_next", tracing.taken, quiet_when_none=True)
 def claim_next(store: StoreBackend, task_kinds: str | list[str], worker_id: str, *,
                ttl: float | None = None, heartbeat_interval: float | None = None,
                ship_to: Any = None, wait: float | None = None,

@@ -10,6 +10,8 @@ OpenTelemetry providers are process-wide). Prints one JSON document on stdout.
                                                 the transport spans
     otel_story.py takeover STORE KIND N         claim_next N times; the take spans and the
                                                 takeover-delay histogram read back
+    otel_story.py idle STORE                    claim_next on nothing (no span), then on
+                                                work; the span names
     otel_story.py bare                          with opentelemetry made unimportable
 """
 
@@ -157,6 +159,17 @@ def main(argv):
         print(json.dumps({"hid": hid, "peer": peer, "spans": [
             summary(s) for s in memory.get_finished_spans()
             if s.name.startswith("dhp.transport.")]}))
+    if story == "idle":
+        memory = tracer_to()
+        store = dhp.Store(argv[1])
+        for _ in range(3):
+            assert dhp.claim_next(store, "idle", "w", wait=0) is None
+        assert dhp.claim_next(store, "idle", "w", wait=0.05) is None  # a wait that ends
+        hid = dhp.dispatch(store, "idle", {}, {"type": "object"})
+        dhp.claim_next(store, "idle", "w", heartbeat_interval=0).release()
+        names = [(s.name, s.attributes.get("dhp.handoff_id")) for s in memory.get_finished_spans()]
+        print(json.dumps({"hid": hid, "spans": names}))
+        return
     if story == "takeover":
         from dhp.observe import metrics as dhp_metrics
         from opentelemetry import metrics

@@ -47,6 +47,7 @@ import dhp
 from dhp.agents.a2a_tasks import TERMINAL, TaskMap, plain_json, task_of
 from dhp.agents.a2a_wire import Principal, StrictBodies, invalid, jsonrpc_routes, principal_of
 from dhp.core.schemas import json_path, user_schema_validator
+from dhp.observe import otel_env
 from dhp.transport import http_guard, http_serve
 
 TOKEN_ENV = "DHP_A2A_TOKEN"
@@ -401,6 +402,7 @@ def main(argv: list[str] | None = None) -> int:
         host = args.bind.rpartition(":")[0].strip("[]")
         # before anything is opened: off loopback without a token is refused (DHP-SEC-009)
         access = http_guard.access_from(args, host, TOKEN_ENV, "dhp-a2a")
+        otel_env.configure("dhp-a2a")  # exporters from OTEL_* variables, if set
         sock = _listen(args.bind)
         store = dhp.Store(args.store, create=args.create)
         tasks = TaskMap(args.tasks_db or Path(args.store) / "a2a-tasks.sqlite3")

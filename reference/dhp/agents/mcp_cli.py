@@ -102,8 +102,11 @@ def main(argv: list[str] | None = None) -> int:
               "with the mcp extra, e.g. pip install '.[mcp]' in a clone", file=sys.stderr)
         return 2
     try:
+        from dhp.observe import otel_env
         from dhp.store import Store
 
+        # exporters from OTEL_* variables, if set; not the console on a stdio session
+        otel_env.configure("dhp-mcp", stdout_free=bool(args.http))
         # Before serving: a mistyped --root is not_found, never a new empty store.
         store = Store(args.root, create=args.create, **({"ttl": args.ttl} if args.ttl else {}))
         if args.http:

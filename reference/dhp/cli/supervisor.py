@@ -56,6 +56,9 @@ def run_from_args(args: argparse.Namespace, prog: str) -> int:
     """Run with the parsed options of either command; the exit code."""
     sid = args.id or f"{socket.gethostname()}-{os.getpid()}"
     try:
+        from dhp.observe import otel_env
+
+        otel_env.configure("dhp-supervisor")  # exporters from OTEL_* variables, if set
         store = open_store(args.store or default_store(), create=args.create,
                            parents=args.parents)
         return run_supervisor(store, sid, args.seconds, once=args.once,

@@ -46,6 +46,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from dhp.cli.commands import default_store, open_store
+    from dhp.observe import otel_env
     from dhp.worker.pool import Pool, load_tasks
 
     if args.concurrency < 1:
@@ -55,11 +56,14 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()] if args.kinds else None
     try:
         tasks = load_tasks(args.target, kinds)
+        telemetry = otel_env.configure("dhp-worker")
         store = open_store(args.store or default_store(), create=args.create,
                            parents=args.parents)
     except DHPError as exc:
         print(f"dhp worker: error: {exc}", file=sys.stderr)
         return exit_code(exc)
+    if telemetry:
+        print(f"dhp worker: OpenTelemetry from the environment ({telemetry})", file=sys.stderr)
     try:
         return Pool(store, tasks, concurrency=args.concurrency, threads=args.threads,
                     grace=args.grace, ttl=args.ttl).run()

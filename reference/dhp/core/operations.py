@@ -516,12 +516,12 @@ def statuses(backend: StoreBackend, *, state: str | None = None, task_kind: str 
 
 def _stored_states(state: str | None) -> tuple[str, ...] | None:
     """The stored states whose rows can have effective state `state` (an expired claim is
-    orphaned)."""
+    orphaned; a stored orphan is never claimed, so listing the claimed skips them unread)."""
     if state is not None and state not in machine.STATES:
         raise InvalidInput(f"unknown state {state!r}; states are {', '.join(machine.STATES)}",
                            requirement="DHP-STM-001")
     return None if state is None else \
-        ("claimed", "orphaned") if state in ("claimed", "orphaned") else (state,)
+        ("claimed", "orphaned") if state == "orphaned" else (state,)
 
 
 def rows(backend: StoreBackend, *, state: str | None = None,

@@ -3,7 +3,11 @@
 The page (static/, plain HTML/CSS/JS, no build step) polls a small JSON API once a second:
 
     GET  /api/overview                 counts by state, leases, DLQ depth, supervisor leadership
-    GET  /api/handoffs?state=&kind=    newest first (at most 500), each with its age
+    GET  /api/handoffs?state=&kind=&sort=   running work first (sort=active, the default)
+                                       or newest first (sort=newest); at most 500, each
+                                       with its age (dhp.observe.listing)
+    GET  /api/series?minutes=60        per-minute handoffs by state, completions and
+                                       takeover delays, for the charts (dhp.observe.series)
     GET  /api/handoffs/ID              status, envelope, checkpoints with the chain verified,
                                        result or DLQ reason, and the timeline (every take
                                        and lost lease, from the lease journal)
@@ -22,27 +26,27 @@ requests that do not arrive within the read timeout cut off.
 from __future__ import annotations
 
 import hmac
-import itertools
 import json
 import secrets
 import sys
 import threading
-from datetime import datetime, timezone
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from dhp import api
-from dhp.core import chain, journal, operations
+from dhp.core import chain, journal
 from dhp.core.errors import Conflict, DHPError, IntegrityError, InvalidInput, NotFound
 from dhp.core.failures import summary
-from dhp.observe import metrics
+from dhp.observe import listing, metrics
+from dhp.observe.series import Series
 from dhp.transport.http_guard import Access, Limits, loopback
 from dhp.transport.http_threaded import GuardedHandler, GuardedServer
 
 STATIC = {"/": ("index.html", "text/html; charset=utf-8"),
           "/app.js": ("app.js", "text/javascript; charset=utf-8"),
-          "/style.css": ("style.css", "text/css; charset=utf-8")}
+          "/style.css": ("style.css", "text/css; charset=utf-8"),
+          "/favicon.svg": ("favicon.svg", "image/svg+xml")}
 LIST_LIMIT = 500
 CHAIN_ROWS = 50      # the chain is verified whole; the page shows its last records
 STATE_PREVIEW = 400  # characters of a checkpoint's state shown in the chain table
@@ -69,21 +73,10 @@ def leadership(store: Any) -> dict | None:
             "expires_in": round(row["expires_at"] - now, 3)}
 
 
-def handoff_list(store: Any, state: str | None, kind: str | None) -> list[dict]:
-    """Newest first, one page (costs the same at any store size), each with its `age_s`
-    since dispatch."""
-    found = operations.statuses(store, state=state or None, task_kind=kind or None,
-                                created=True)
-    now = datetime.now(timezone.utc)
-    out = []
-    for item, _cursor in itertools.islice(found, LIST_LIMIT):
-        created = item.pop("created_at")
-        try:
-            item["age_s"] = round((now - datetime.fromisoformat(created)).total_seconds(), 1)
-        except (TypeError, ValueError):  # metadata written by another implementation
-            item["age_s"] = None
-        out.append(item)
-    return out
+def handoff_list(store: Any, state: str | None, kind: str | None,
+                 sort: str | None = None) -> list[dict]:
+    """One page (costs the same at any store size), each with its `age_s` since dispatch."""
+    return listing.handoffs(store, state, kind, sort, LIST_LIMIT)
 
 
 def handoff_detail(store: Any, hid: str) -> dict:
@@ -173,6 +166,11 @@ class Dashboard(GuardedServer):
                         allowed_hosts=allowed_hosts, realm="dhp-dashboard")
         super().__init__(address, Handler, access, Limits())
         self.store, self.token, self.read_only = store, token, read_only
+        self.series, self.sampling = Series(store), threading.Event()
+
+    def server_close(self) -> None:
+        self.sampling.set()  # stops the series sampler
+        super().server_close()
 
     @property
     def url(self) -> str:
@@ -201,7 +199,12 @@ class Handler(GuardedHandler):
                 return self.send_json(200, dict(overview(store), read_only=self.server.read_only))
             if url.path == "/api/handoffs":
                 return self.send_json(200, handoff_list(store, query.get("state"),
-                                                    query.get("kind")))
+                                                    query.get("kind"), query.get("sort")))
+            if url.path == "/api/series":
+                minutes = query.get("minutes", "60")
+                if not minutes.isdigit():
+                    raise InvalidInput(f"minutes must be a whole number, not {minutes!r}")
+                return self.send_json(200, self.server.series.window(int(minutes)))
             if url.path.startswith("/api/handoffs/"):
                 return self.send_json(200, handoff_detail(store, url.path.split("/")[3]))
             if url.path == "/metrics":
@@ -257,5 +260,7 @@ def serve(store: Any, bind: str, *, read_only: bool = False, token: str | None =
         metrics.observe_store(store)
     except ImportError:
         print("dhp dashboard: no metrics endpoint (install the `otel` extra)", file=sys.stderr)
+    threading.Thread(target=server.series.run, args=(server.sampling,), daemon=True,
+                     name="dhp-dashboard-series").start()
     threading.Thread(target=server.serve_forever, daemon=True, name="dhp-dashboard").start()
     return server

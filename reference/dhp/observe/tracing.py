@@ -72,9 +72,12 @@ def configured() -> bool:
                for p in providers if p is not None)
 
 
-def traced(operation: str, attributes: Attributes) -> Callable:
+def traced(operation: str, attributes: Attributes, *, quiet_when_none: bool = False) -> Callable:
     """Decorator: a span `dhp.<operation>` for each call, in the trace of the handoff named
-    by `attributes(args, kwargs, result)` (result is None when the call raised)."""
+    by `attributes(args, kwargs, result)` (result is None when the call raised). With
+    `quiet_when_none`, a call that returns None makes no span and counts nothing: an idle
+    worker's claim_next wakes every few seconds, and a root span per wake would bury the
+    handoffs' traces."""
     def wrap(fn: Callable) -> Callable:
         if not installed():
             return fn
@@ -91,6 +94,8 @@ def traced(operation: str, attributes: Attributes) -> Callable:
                 emit(operation, started, found, exc)
                 metrics.count(operation, found, exc)
                 raise
+            if result is None and quiet_when_none:
+                return result
             found = attributes(args, kwargs, result)
             emit(operation, started, found)
             metrics.count(operation, found)

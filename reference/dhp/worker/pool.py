@@ -31,6 +31,7 @@ from typing import Any, TextIO
 from dhp import api
 from dhp.core.backend import StoreBackend
 from dhp.core.errors import InvalidInput
+from dhp.observe import otel_env
 from dhp.worker import parent_watch
 from dhp.worker.runtime import (
     EXIT_FAILED,
@@ -175,6 +176,7 @@ class Pool:
             try:
                 code = self._child(parent)
             finally:
+                otel_env.flush()  # os._exit skips the SDK's own flush at exit
                 os._exit(code)
         children[pid] = (slot, time.monotonic())
         return pid

@@ -30,6 +30,10 @@ async function getJSON(url) {
 }
 
 async function act(hid, action) {
+  // Both change work another process may be doing: ask first.
+  const why = action === "cancel" ? "Cancel this handoff? Its owner loses the lease."
+    : "Requeue this handoff? It goes back to pending with a fresh attempt count.";
+  if (!confirm(`${why}\n${hid}`)) return;
   const r = await fetch(`/api/handoffs/${hid}/${action}`, {
     method: "POST", headers: { Authorization: `Bearer ${tokenInput.value}` } });
   const body = await r.json();
@@ -38,12 +42,15 @@ async function act(hid, action) {
   refresh();
 }
 
+// Only what the store accepts: requeue takes dead-lettered work (DHP-BUD-007); cancel is
+// offered on live work only (cancelling finished or parked work would change nothing useful).
+const LIVE = ["pending", "claimed", "released", "orphaned"];
 function actions(s, readOnly) {
   const box = el("span");
   if (readOnly) return box;
   if (s.state === "dead_lettered")
-    box.append(el("button", { onclick: () => act(s.handoff_id, "requeue") }, "requeue"), " ");
-  if (!["completed", "dead_lettered", "cancelled"].includes(s.state))
+    box.append(el("button", { onclick: () => act(s.handoff_id, "requeue") }, "requeue"));
+  if (LIVE.includes(s.state))
     box.append(el("button", { onclick: () => act(s.handoff_id, "cancel") }, "cancel"));
   return box;
 }
@@ -58,13 +65,15 @@ function drawOverview(o) {
     : "no supervisor leader";
 }
 
+// data-label names each cell on a phone, where the rows become cards (style.css).
+const cell = (label, content, cls = "") => el("td", { "data-label": label, class: cls }, content);
 function drawList(items, readOnly) {
   $("#handoffs tbody").replaceChildren(...items.map((s) => el("tr", { "data-id": s.handoff_id },
-    el("td", { class: "id" }, el("a", { href: `#/h/${s.handoff_id}` }, short(s.handoff_id))),
-    el("td", {}, s.task_kind), el("td", {}, stateTag(s.state)), el("td", {}, s.owner ?? ""),
-    el("td", {}, s.fence), el("td", {}, s.attempts), el("td", {}, lease(s.lease_expires_in)),
-    el("td", {}, s.checkpoints.count), el("td", { class: "age" }, age(s.age_s)),
-    el("td", {}, actions(s, readOnly)))));
+    cell("handoff", el("a", { href: `#/h/${s.handoff_id}` }, short(s.handoff_id)), "id"),
+    cell("kind", s.task_kind), cell("state", stateTag(s.state)),
+    cell("owner", s.owner ?? "", "owner"), cell("fence", s.fence), cell("attempts", s.attempts),
+    cell("lease", lease(s.lease_expires_in), "lease"), cell("checkpoints", s.checkpoints.count),
+    cell("age", age(s.age_s), "age"), cell("actions", actions(s, readOnly), "actions"))));
   $("#empty").hidden = items.length > 0;
 }
 
@@ -92,6 +101,60 @@ function drawDetail(d, readOnly) {
   $("#d-actions").replaceChildren(actions(s, readOnly));
 }
 
+// The charts: inline SVG bars, one per minute of the last hour, drawn here (no library).
+const SVG = "http://www.w3.org/2000/svg";
+const COLORS = { claimed: "#1e88e5", orphaned: "#fb8c00", released: "#8e24aa",
+  pending: "#90a4ae", dead_lettered: "#e53935", cancelled: "#546e7a", completed: "#43a047" };
+const W = 300, H = 110, PAD = 22;
+function svg(tag, attrs, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  node.append(...children);
+  return node;
+}
+const clock = (t) => new Date(t * 1000).toTimeString().slice(0, 5);
+const fmt = (v) => v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : +v.toFixed(2);
+// stacks: per minute, a list of [value, color, label, keep]; draws the axes and the bars
+// (a zero is drawn as a sliver when `keep`: a takeover of 0 s happened).
+function bars(node, minutes, stacks, unit = "") {
+  const top = Math.max(1e-9, ...stacks.map((s) => s.reduce((a, [v]) => a + v, 0)));
+  const step = (W - PAD) / minutes.length, scale = (H - 16) / top;
+  const shapes = [];
+  stacks.forEach((stack, i) => {
+    let y = H - 12;
+    for (const [v, color, label, keep] of stack) {
+      if (!v && !keep) continue;
+      const h = Math.max(keep ? 2 : 1, v * scale);
+      y -= h;
+      shapes.push(svg("rect", { x: PAD + i * step, y, width: Math.max(1, step - 1), height: h,
+        fill: color }, svg("title", {}, `${clock(minutes[i].t)} ${label}: ${fmt(v)}`)));
+    }
+  });
+  const empty = !shapes.length;
+  node.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  node.classList.toggle("empty", empty);
+  node.replaceChildren(
+    svg("line", { x1: PAD, y1: H - 12, x2: W, y2: H - 12, class: "axis" }),
+    svg("text", { x: PAD - 3, y: 10, "text-anchor": "end" }, `${empty ? 0 : fmt(top)}${unit}`),
+    svg("text", { x: PAD - 3, y: H - 12, "text-anchor": "end" }, "0"),
+    svg("text", { x: PAD, y: H - 1 }, clock(minutes[0].t)),
+    svg("text", { x: W, y: H - 1, "text-anchor": "end" }, "now"),
+    ...(empty ? [svg("text", { x: (W + PAD) / 2, y: H / 2, "text-anchor": "middle",
+      class: "none" }, "nothing yet")] : []),
+    ...shapes);
+}
+function drawCharts(series) {
+  const m = series.minutes;
+  const shown = Object.keys(COLORS);
+  bars($("#chart-states"), m, m.map((b) => b.states
+    ? shown.map((s) => [b.states[s] || 0, COLORS[s], s]) : []));
+  $("#legend-states").replaceChildren(...shown.map((s) =>
+    el("span", {}, el("i", { style: `background:${COLORS[s]}` }), s)));
+  bars($("#chart-throughput"), m, m.map((b) => [[b.completed, COLORS.completed, "completed"]]));
+  bars($("#chart-takeover"), m, m.map((b) => b.takeovers ? [[b.delay_max, COLORS.orphaned,
+    `longest of ${b.takeovers} takeover(s), s`, true]] : []), " s");
+}
+
 async function refresh() {
   const detail = location.hash.match(/^#\/h\/(sha256:[0-9a-f]{64})$/);
   $("#list-view").hidden = !!detail;
@@ -101,8 +164,10 @@ async function refresh() {
     drawOverview(o);
     if (detail) drawDetail(await getJSON(`/api/handoffs/${detail[1]}`), o.read_only);
     else {
-      const q = new URLSearchParams({ state: $("#state").value, kind: $("#kind").value });
+      const q = new URLSearchParams({ state: $("#state").value, kind: $("#kind").value,
+        sort: $("#sort").value });
       drawList(await getJSON(`/api/handoffs?${q}`), o.read_only);
+      drawCharts(await getJSON("/api/series?minutes=60"));
     }
     $("#live").classList.remove("stale");
   } catch (e) {
@@ -114,5 +179,6 @@ async function refresh() {
 window.addEventListener("hashchange", refresh);
 $("#state").addEventListener("change", refresh);
 $("#kind").addEventListener("input", refresh);
+$("#sort").addEventListener("change", refresh);
 refresh();
 setInterval(refresh, 1000);
