@@ -207,6 +207,8 @@ def test_dashboard_charts_sort_actions_and_phone(dashboard, tmp_path):
             ctx.complete({"ok": True})
         row = page.locator(f'tr[data-id="{running}"]')
         row.locator("text=claimed").wait_for(timeout=30_000)
+        # and a poll made after `done` completed (one made while w1 held it lists it claimed)
+        page.locator(f'tr[data-id="{done}"]').locator("text=completed").wait_for(timeout=30_000)
         ids = page.eval_on_selector_all("#handoffs tbody tr", "rs => rs.map(r => r.dataset.id)")
         assert ids.index(running) < min(ids.index(b) for b in backlog)  # running work first
         assert ids.index(backlog[0]) < ids.index(done)  # the backlog before the finished
