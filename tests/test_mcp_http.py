@@ -253,3 +253,12 @@ def test_a_session_answers_only_the_principal_that_opened_it(tmp_path):
         assert _initialize(url).status_code == 401
     finally:
         stop(proc)
+
+
+@pytest.mark.covers("DHP-MCP-020")
+def test_an_agent_timeout_over_ten_seconds_is_refused(tmp_path):
+    refused = subprocess.run([sys.executable, "-m", "dhp.agents.mcp_cli", "--root",
+                              str(tmp_path / "store"), "--create", "--http", "127.0.0.1:0",
+                              "--agent-timeout", "30"], capture_output=True, text=True,
+                             timeout=TIMEOUT)
+    assert refused.returncode == 2 and "DHP-MCP-020" in refused.stderr

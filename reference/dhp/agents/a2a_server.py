@@ -345,39 +345,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tasks-db", help="the A2A task map (SQLite file); default "
                                       "STORE/a2a-tasks.sqlite3 for a folder store")
     http_guard.add_access_options(p, TOKEN_ENV)
-    limits = http_guard.Limits()
-    p.add_argument("--read-timeout", type=_positive_float, default=limits.read_timeout,
-                   metavar="SECONDS", help="a request's headers and body must arrive within "
-                   f"this (default {limits.read_timeout:g})")
-    p.add_argument("--idle-timeout", type=_positive_float, default=limits.idle_timeout,
-                   metavar="SECONDS", help="an unused keep-alive connection is closed after "
-                   f"this (default {limits.idle_timeout:g})")
-    for name, default, what in (
-            ("max-connections", limits.max_connections, "connections at once"),
-            ("max-connections-per-address", limits.max_connections_per_address,
-             "connections at once from one address"),
-            ("max-streams", limits.max_streams, "open requests and streams at once"),
-            ("max-streams-per-address", limits.max_streams_per_address,
-             "open requests and streams at once from one address")):
-        p.add_argument(f"--{name}", type=_positive_int, default=default, metavar="N",
-                       help=f"the most {what} (default {default})")
+    http_guard.add_limit_options(p)
     return p
-
-
-def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"want a positive whole number, not {text!r}")
-    return int(text)
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"want a positive number of seconds, not {text!r}")
-    return value
 
 
 def _listen(bind: str) -> socket.socket:
@@ -409,11 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     except (dhp.DHPError, OSError) as e:
         print(f"dhp-a2a: error: {e}", file=sys.stderr)
         return exit_code(e) if isinstance(e, dhp.DHPError) else 2
-    limits = http_guard.Limits(read_timeout=args.read_timeout, idle_timeout=args.idle_timeout,
-                               max_connections=args.max_connections,
-                               max_connections_per_address=args.max_connections_per_address,
-                               max_streams=args.max_streams,
-                               max_streams_per_address=args.max_streams_per_address)
+    limits = http_guard.limits_from(args)
     bound = sock.getsockname()
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
     url = f"http://{shown}:{bound[1]}/"

@@ -32,6 +32,7 @@ from dhp.transport import http_guard
 
 DEFAULT_SESSION_TIMEOUT = 600.0
 DEFAULT_AGENT_TIMEOUT = 8.0  # DHP-MCP-020's bound for a session without an event stream
+MAX_AGENT_TIMEOUT = 10.0     # the most DHP-MCP-020 allows
 REAP_S = 0.25
 TOKEN_ENV = "DHP_MCP_TOKEN"
 
@@ -59,38 +60,23 @@ def _parser() -> argparse.ArgumentParser:
                         "(port 0 picks a free one; the address is printed on stderr)")
     http = p.add_argument_group("streamable HTTP (--http)")
     http_guard.add_access_options(http, TOKEN_ENV)
-    http.add_argument("--agent-timeout", type=float, default=DEFAULT_AGENT_TIMEOUT,
+    http.add_argument("--agent-timeout", type=http_guard.positive_seconds,
+                      default=DEFAULT_AGENT_TIMEOUT,
                       help="a session with no open event stream and no request for this many "
                            "seconds counts as a dead agent: its leases become recoverable "
-                           f"(default {DEFAULT_AGENT_TIMEOUT:g})")
-    http.add_argument("--session-timeout", type=float, default=DEFAULT_SESSION_TIMEOUT,
+                           f"(default {DEFAULT_AGENT_TIMEOUT:g}, at most "
+                           f"{MAX_AGENT_TIMEOUT:g})")
+    http.add_argument("--session-timeout", type=http_guard.positive_seconds,
+                      default=DEFAULT_SESSION_TIMEOUT,
                       help="the server forgets a session unused for this many seconds "
                            f"(default {DEFAULT_SESSION_TIMEOUT:g})")
-    limits = http_guard.Limits()
-    http.add_argument("--read-timeout", type=float, default=limits.read_timeout,
-                      metavar="SECONDS", help="a request's headers and body must arrive "
-                      f"within this (default {limits.read_timeout:g})")
-    http.add_argument("--idle-timeout", type=float, default=limits.idle_timeout,
-                      metavar="SECONDS", help="an unused keep-alive connection is closed "
-                      f"after this (default {limits.idle_timeout:g})")
     for name, default, what in (
             ("max-sessions", 256, "MCP sessions open at once"),
-            ("max-sessions-per-address", 64, "MCP sessions open at once from one address"),
-            ("max-connections", limits.max_connections, "connections at once"),
-            ("max-connections-per-address", limits.max_connections_per_address,
-             "connections at once from one address"),
-            ("max-streams", limits.max_streams, "open requests and event streams at once"),
-            ("max-streams-per-address", limits.max_streams_per_address,
-             "open requests and event streams at once from one address")):
-        http.add_argument(f"--{name}", type=_positive_int, default=default, metavar="N",
-                          help=f"the most {what} (default {default})")
+            ("max-sessions-per-address", 64, "MCP sessions open at once from one address")):
+        http.add_argument(f"--{name}", type=http_guard.positive_int, default=default,
+                          metavar="N", help=f"the most {what} (default {default})")
+    http_guard.add_limit_options(http, "open requests and event streams")
     return p
-
-
-def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"want a positive whole number, not {text!r}")
-    return int(text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,21 +168,17 @@ def serve_http(args: argparse.Namespace, store: Any) -> int:
     if not port.isdigit() or not 0 <= int(port) <= 65535:
         print(f"dhp-mcp: --http wants HOST:PORT, not {args.http!r}", file=sys.stderr)
         return 2
-    for name in ("session_timeout", "agent_timeout", "read_timeout", "idle_timeout"):
-        if not getattr(args, name) > 0:
-            print(f"dhp-mcp: --{name.replace('_', '-')} must be positive", file=sys.stderr)
-            return 2
+    if args.agent_timeout > MAX_AGENT_TIMEOUT:
+        print(f"dhp-mcp: --agent-timeout {args.agent_timeout:g} is over {MAX_AGENT_TIMEOUT:g} "
+              "s: a dead agent's lease may not be held longer (DHP-MCP-020)", file=sys.stderr)
+        return 2
     try:
         access = http_guard.access_from(args, host, TOKEN_ENV, "dhp-mcp")
     except DHPError as exc:
         print(f"dhp-mcp: {exc}", file=sys.stderr)
         return 2
     table = SessionTable(store, agent_timeout=args.agent_timeout)
-    limits = http_guard.Limits(read_timeout=args.read_timeout, idle_timeout=args.idle_timeout,
-                               max_connections=args.max_connections,
-                               max_connections_per_address=args.max_connections_per_address,
-                               max_streams=args.max_streams,
-                               max_streams_per_address=args.max_streams_per_address)
+    limits = http_guard.limits_from(args)
 
     def locate(ctx: Any, purpose: str, arguments: Any):
         request = getattr(ctx, "request", None)

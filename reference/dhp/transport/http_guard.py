@@ -16,6 +16,7 @@ Only IP literals, `localhost` and names given with `--allow-host` are accepted t
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import hashlib
 import hmac
@@ -154,6 +155,49 @@ def add_access_options(parser: Any, token_env: str, *, operators: bool = True) -
     parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
                         help="a host name clients may use in Host/Origin besides IP "
                              "literals and localhost (e.g. behind a reverse proxy)")
+
+
+def positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"want a positive whole number, not {text!r}")
+    return int(text)
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"want a positive number of seconds, not {text!r}")
+    return value
+
+
+def add_limit_options(parser: Any, streams: str = "open requests and streams") -> None:
+    """--read-timeout, --idle-timeout and the connection and stream caps (Limits)."""
+    limits = Limits()
+    parser.add_argument("--read-timeout", type=positive_seconds, default=limits.read_timeout,
+                        metavar="SECONDS", help="a request's headers and body must arrive "
+                        f"within this (default {limits.read_timeout:g})")
+    parser.add_argument("--idle-timeout", type=positive_seconds, default=limits.idle_timeout,
+                        metavar="SECONDS", help="an unused keep-alive connection is closed "
+                        f"after this (default {limits.idle_timeout:g})")
+    for name, what in (("max_connections", "connections at once"),
+                       ("max_connections_per_address", "connections at once from one address"),
+                       ("max_streams", f"{streams} at once"),
+                       ("max_streams_per_address", f"{streams} at once from one address")):
+        default = getattr(limits, name)
+        parser.add_argument(f"--{name.replace('_', '-')}", type=positive_int, default=default,
+                            metavar="N", help=f"the most {what} (default {default})")
+
+
+def limits_from(args: Any) -> Limits:
+    """The Limits of add_limit_options' options."""
+    return Limits(read_timeout=args.read_timeout, idle_timeout=args.idle_timeout,
+                  max_connections=args.max_connections,
+                  max_connections_per_address=args.max_connections_per_address,
+                  max_streams=args.max_streams,
+                  max_streams_per_address=args.max_streams_per_address)
 
 
 def access_from(args: Any, host: str, token_env: str, realm: str) -> Access:
