@@ -217,3 +217,31 @@ def test_the_stdio_server_answers_tools_list_without_compiling_validators():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[] True"
+
+
+@pytest.mark.covers("DHP-BUD-008", "DHP-BUD-011")
+def test_release_with_a_failure_keeps_why_and_the_last_attempt_dead_letters(session):
+    """An agent says why its attempt failed; status and dlq show it; the last allowed attempt
+    goes to the dead-letter queue at once."""
+    hid = call(session, "dispatch", {"task_kind": "k", "inputs": {"n": 1},
+                                     "output_schema": SCHEMA,
+                                     "budget": {"max_attempts": 2}})["handoff_id"]
+    lease = call(session, "claim", {"handoff_id": hid, "worker_id": "a"})["lease"]
+    why = {"type": "UpstreamError", "message": "the API answered 503"}
+    assert call(session, "release", {"lease": lease, "failure": why}) == {
+        "handoff_id": hid, "state": "released"}
+    failures = call(session, "status", {"handoff_id": hid})["failures"]
+    assert [(f["type"], f["message"], f["attempt"]) for f in failures] == [
+        ("UpstreamError", "the API answered 503", 1)]
+    other = call(session, "dispatch", {"task_kind": "k", "inputs": {"n": 2},
+                                       "output_schema": SCHEMA,
+                                       "budget": {"max_attempts": 1}})["handoff_id"]
+    lease = call(session, "claim", {"handoff_id": other, "worker_id": "a"})["lease"]
+    assert call(session, "release", {"lease": lease, "failure": why})["state"] \
+        == "dead_lettered"
+    parked = call(session, "dlq", {})
+    entry = next(e for e in parked["entries"] if e["status"]["handoff_id"] == other)
+    assert entry["reason"] == "max_attempts"
+    assert entry["status"]["failures"][-1]["message"] == "the API answered 503"
+    assert call(session, "release", {"lease": lease, "failure": {"type": ""}})["code"] \
+        == "invalid_input"

@@ -112,7 +112,9 @@ class AgentSession:
                 return ctx.checkpoint(kwargs["state"], kwargs.get("spend", 0))
             if name == "complete":
                 return ctx.complete(kwargs["result"])
-            return getattr(ctx, name)()  # heartbeat, release
+            if name == "release":
+                return ctx.release(**kwargs)
+            return ctx.heartbeat()
         finally:
             if not ctx.active:
                 with self._mutex:

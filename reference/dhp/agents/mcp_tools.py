@@ -82,7 +82,9 @@ DESCRIPTIONS = {
                 "Exactly one completion is ever accepted. schema_violation lists what to fix "
                 "(you keep the lease); lease_lost means stop.",
     "release": "Give the handoff back unfinished (for example when you cannot do it), so "
-               "another worker can claim it at once. Its checkpoints are kept.",
+               "another worker can claim it at once. Its checkpoints are kept. If this attempt "
+               "failed, say why in `failure` ({type, message}): it is kept for the operator, "
+               "and the last allowed attempt sends the handoff to the dead-letter queue.",
     "status": "The status of a handoff: state, owner, fence, attempts, checkpoint count, "
               "lease time left, spend, steps and dead-letter reason.",
     "last_checkpoint": "The state of a handoff's last acknowledged checkpoint (null if none) "
@@ -262,8 +264,11 @@ def _complete(s: AgentSession, a: dict) -> dict:
 
 
 def _release(s: AgentSession, a: dict) -> dict:
-    s.write(a["lease"], "release")
-    return {"handoff_id": a["lease"]["handoff_id"], "state": "released"}
+    failure = a.get("failure")
+    s.write(a["lease"], "release", failure=failure, backoff=failure is not None)
+    hid = a["lease"]["handoff_id"]
+    return {"handoff_id": hid, "state": api.status(s.store, hid)["state"]
+            if failure is not None else "released"}
 
 
 def _status(s: AgentSession, a: dict) -> dict:
