@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 from .. import oracle
 from .base import SCHEMA, Check, Ctx, dispatch, state_mark, take, write
@@ -151,7 +152,22 @@ def failure_records(ctx: Ctx) -> None:
     types = [f.get("type") for f in (mine[0].get("failures") or [])] if mine else None
     ctx.expect("DHP-BUD-008", types == ["RuntimeError", "ConnectionError"],
                f"the DLQ entry's failures are {types}, expected both, oldest first")
+    store_local(ctx, sc, p, hid)
     bounded(ctx, p)
+
+
+def store_local(ctx: Ctx, sc: Any, p: Any, hid: str) -> None:
+    """DHP-BUD-012: the exported log of a handoff with failure records carries none of them."""
+    if "export_log" not in (sc.harness.hello or {}).get("features", []):
+        ctx.skip("DHP-BUD-012", "the adapter offers no export_log")
+        return
+    path = sc.data.parent / f"{sc.name}.log.jsonl"
+    reply = p.call("export_log", {"handoff_id": hid, "path": str(path)})
+    ctx.need(reply, "export_log")
+    text = path.read_text(encoding="utf-8")
+    leaked = [w for w in ("upstream returned 503", "line 1\\nline 2", '"failures"') if w in text]
+    ctx.expect("DHP-BUD-012", not leaked, f"the exported log carries failure records: {leaked} "
+               "found in it", reply)
 
 
 def bounded(ctx: Ctx, p) -> None:
@@ -447,7 +463,8 @@ CHECKS = [
     Check("lifecycle", "budget-attempts", ["DHP-BUD-001", "DHP-BUD-005", "DHP-BUD-006",
                                            "DHP-BUD-007"], budget_attempts),
     Check("lifecycle", "failure-records", ["DHP-BUD-008", "DHP-BUD-009", "DHP-BUD-010",
-                                           "DHP-BUD-011"], failure_records, feature="failures"),
+                                           "DHP-BUD-011", "DHP-BUD-012"], failure_records,
+          feature="failures"),
     Check("lifecycle", "budget-steps-spend", ["DHP-BUD-002", "DHP-BUD-003"], budget_steps_spend),
     Check("lifecycle", "lease-expiry", ["DHP-LSE-002", "DHP-LSE-003", "DHP-LSE-004"],
           lease_expiry, timing=True),
