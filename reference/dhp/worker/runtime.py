@@ -17,6 +17,7 @@ One log line per event: take, complete, fail, lost, release.
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime as _dt
 import sys
 import threading
@@ -26,6 +27,7 @@ from typing import TextIO
 from dhp import api
 from dhp.core.backend import StoreBackend
 from dhp.core.errors import BudgetExceeded, Cancelled, DHPError, LeaseLost, SchemaViolation
+from dhp.worker import aio
 from dhp.worker.task import Task
 
 _LOST = (LeaseLost, Cancelled, BudgetExceeded)
@@ -98,7 +100,7 @@ class Runner:
         self.busy = True
         try:
             try:
-                result = task(ctx, ctx.inputs)
+                result = aio.run(task.fn, ctx) if task.is_async else task(ctx, ctx.inputs)
             finally:
                 self.busy = False
             if ctx.active:  # the function may have completed or released by itself
@@ -109,6 +111,8 @@ class Runner:
         except Drain:
             self._release(ctx, "drained")
             raise
+        except concurrent.futures.CancelledError:  # an async unit the drain cancelled
+            self._release(ctx, "drained")
         except Exception as exc:  # noqa: BLE001 (the task's failure, whatever it is)
             self._fail(ctx, label, exc)
 
@@ -137,18 +141,3 @@ class Runner:
             self.log("release", f"{label} ({why})")
         except DHPError as exc:
             self.log("lost", f"{label}: {exc}")
-
-
-def run_threads(store: StoreBackend, tasks: dict[str, Task], worker_ids: list[str], *,
-                stop: threading.Event, out: TextIO,
-                ttl: float | None = None) -> list[threading.Thread]:
-    """Start one Runner per worker id in a daemon thread of this process."""
-    threads = []
-    for worker_id in worker_ids:
-        runner = Runner(store, tasks, worker_id, stop=stop, out=out, ttl=ttl)
-        thread = threading.Thread(target=runner.run_until_stopped,
-                                  name=f"dhp-worker-{worker_id}", daemon=True)
-        thread.start()
-        threads.append(thread)
-    return threads
-
