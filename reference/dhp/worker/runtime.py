@@ -87,9 +87,9 @@ class Runner:
                 return
             self.run_one(ctx)
 
-    def take(self) -> api.TaskContext | None:
+    def take(self, wait: float | None = WAIT_S) -> api.TaskContext | None:
         return api.claim_next(self.store, list(self.tasks), self.worker_id, ttl=self.ttl,
-                              wait=WAIT_S, stop=self.stop)
+                              wait=wait, stop=self.stop)
 
     def run_one(self, ctx: api.TaskContext) -> None:
         task = self.tasks[ctx.intent["task_kind"]]

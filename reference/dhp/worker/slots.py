@@ -2,7 +2,9 @@
 
 One taker (the thread calling `run`) claims a handoff whenever a slot is free and starts a
 thread for it; that thread runs the function (a sync one directly, an async one on the
-process's event loop, dhp.worker.aio), completes, and frees the slot. Threads, not only
+process's event loop, dhp.worker.aio), completes, and claims the next with one look (no
+wait), so that under load the slots claim in parallel; when it finds none it frees the
+slot. Threads, not only
 asyncio, because most task functions are plain blocking code (HTTP clients, SDKs, model
 calls) and the store's calls block too; an async function still gets the loop.
 
@@ -97,10 +99,21 @@ class Slots:
         return EXIT_OK
 
     def _unit(self, runner: Runner, ctx) -> None:
+        """Run the unit, then, while there is work, the next: each busy slot claims its own
+        next unit with one look (claims run in parallel under load); only the taker waits."""
         try:
-            runner.run_one(ctx)
-        except BaseException as exc:  # noqa: BLE001 (a store error: logged, the slot goes on)
-            runner.log("error", f"{type(exc).__name__}: {exc}")
+            while ctx is not None:
+                try:
+                    runner.run_one(ctx)
+                    ctx = None if self.stop.is_set() else runner.take(wait=None)
+                except BaseException as exc:  # noqa: BLE001 (logged; the slot goes on)
+                    runner.log("error", f"{type(exc).__name__}: {exc}")
+                    ctx = None
+                with self._mutex:
+                    self._running[runner] = ctx
+                if ctx is not None and self.stop.is_set():
+                    runner._release(ctx, "stopping")
+                    ctx = None
         finally:
             with self._mutex:
                 self._running.pop(runner, None)
