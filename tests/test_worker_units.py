@@ -213,3 +213,45 @@ def _outcome(fn, ctx) -> str:
     except concurrent.futures.CancelledError:
         return "cancelled"
     return "returned"
+
+
+def test_finish_releases_only_the_handoffs_still_held(tmp_path):
+    from dhp.worker.slots import Slots
+
+    store = dhp.Store(tmp_path / "store")
+    hids = [dhp.dispatch(store, "held", {"k": k}, {"type": "object"}) for k in range(2)]
+    slots = Slots(store, {}, units=3, stop=threading.Event(), out=open(os.devnull, "w"))
+    held = dhp.claim(store, hids[0], slots.runners[0].worker_id, heartbeat_interval=0)
+    done = dhp.claim(store, hids[1], slots.runners[1].worker_id, heartbeat_interval=0)
+    done.complete({})
+    # A unit still held and one its function completed already: one release.
+    slots._running = {slots.runners[0]: held, slots.runners[1]: done}
+    assert slots.finish(0) == 1
+    assert dhp.status(store, hids[0])["state"] == "released"
+    assert dhp.status(store, hids[1])["state"] == "completed"
+
+
+def test_a_worker_process_grows_its_store_pool_to_its_units(store_location):
+    store = dhp.Store(store_location)
+    store.expect_threads(32)  # a worker with --units 32 says so before its first claim
+    if store_location.startswith("postgresql://"):
+        assert store.pool_max >= 32 + 4
+    ctxs = []
+    for k in range(32):
+        hid = dhp.dispatch(store, "wide", {"k": k}, {"type": "object"})
+        ctxs.append(dhp.claim(store, hid, f"w{k}", heartbeat_interval=0))
+    errors = []
+
+    def write(ctx):
+        try:
+            ctx.checkpoint({"k": 1})
+            ctx.complete({})
+        except Exception as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(c,)) for c in ctxs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []

@@ -133,11 +133,15 @@ class Runner:
         retry = f"retry in {wait:.3f}s" if wait else "retry now"
         self.log("fail", f"{label}: {why} ({tries}; {retry})")
 
-    def _release(self, ctx: api.TaskContext, why: str) -> None:
+    def _release(self, ctx: api.TaskContext, why: str) -> bool:
+        """Give the handoff back unless it is finished already; whether it was."""
+        if not ctx.active:
+            return False
         label = f"{ctx.intent['task_kind']} {ctx.handoff_id[:19]}"
         try:
-            if ctx.active:
-                ctx.release()
-            self.log("release", f"{label} ({why})")
+            ctx.release()
         except DHPError as exc:
             self.log("lost", f"{label}: {exc}")
+            return False
+        self.log("release", f"{label} ({why})")
+        return True

@@ -110,7 +110,10 @@ class Slots:
                     runner.log("error", f"{type(exc).__name__}: {exc}")
                     ctx = None
                 with self._mutex:
-                    self._running[runner] = ctx
+                    if ctx is None:
+                        self._running.pop(runner, None)
+                    else:
+                        self._running[runner] = ctx
                 if ctx is not None and self.stop.is_set():
                     runner._release(ctx, "stopping")
                     ctx = None
@@ -136,6 +139,4 @@ class Slots:
         if not held:
             return 0
         aio.cancel_all()
-        for runner, ctx in held:
-            runner._release(ctx, "drained")
-        return len(held)
+        return sum(runner._release(ctx, "drained") for runner, ctx in held)
