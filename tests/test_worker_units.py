@@ -41,7 +41,7 @@ TASKS = textwrap.dedent('''
         start = time.time()
         for i in range(state["i"], inputs["n"]):
             await asyncio.sleep(inputs["sleep"])
-            await ctx.checkpoint({"i": i + 1})
+            await ctx.checkpoint({"i": i + 1, "pid": os.getpid()})
         return {"n": inputs["n"], "resumed_at": state["i"], "start": start, "end": time.time()}
 ''')
 SCHEMA = {"type": "object", "required": ["n"]}
@@ -63,13 +63,14 @@ def states(store, hids) -> collections.Counter:
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc")
-def test_kill_9_of_a_process_running_eight_units_loses_none(tmp_path, store_location):
+@pytest.mark.parametrize("kind", ["unit.steps", "unit.async"])
+def test_kill_9_of_a_process_running_eight_units_loses_none(tmp_path, store_location, kind):
     # A 60 s lease: every takeover before it ran out comes from the dead process's liveness
     # lock; the pool's parent starts a second process, which finishes everything.
     pool = start_pool(tmp_path, store_location, "--units", "8", "--ttl", "60")
     try:
         store = dhp.Store(store_location, create=False)
-        hids = [dhp.dispatch(store, "unit.steps", {"n": 6, "sleep": 0.1, "k": k}, SCHEMA,
+        hids = [dhp.dispatch(store, kind, {"n": 6, "sleep": 0.1, "k": k}, SCHEMA,
                              {"max_attempts": 5}) for k in range(20)]
         wait_for(lambda: sum(dhp.status(store, h)["checkpoints"]["count"] >= 2
                              for h in hids) >= 6, what="units with two checkpoints")
@@ -87,7 +88,7 @@ def test_kill_9_of_a_process_running_eight_units_loses_none(tmp_path, store_loca
     for hid in hids:
         result, records = dhp.result(store, hid), dhp.checkpoints(store, hid)
         assert [r["seq"] for r in records] == list(range(1, 7))
-        assert log.count(f"complete unit.steps {hid[:19]}") == 1, log
+        assert log.count(f"complete {kind} {hid[:19]}") == 1, log
         # Resumed from the last checkpoint the killed process acknowledged: at most the
         # step it was inside is done again.
         killed = [r for r in records if r["state"]["pid"] == victim]
