@@ -42,8 +42,9 @@ def configure(p: argparse.ArgumentParser) -> None:
                    help="run -c N units in the pool's own process, with no child process "
                         "(the same as --units N, without a parent that restarts it)")
     p.add_argument("--grace", type=float, default=30.0, metavar="S",
-                   help="on SIGTERM, seconds a running task may take to finish before it is "
-                        "interrupted and released (default 30)")
+                   help="on SIGTERM, seconds running tasks may take to finish before their "
+                        "handoffs are released, with their checkpoints, and async ones "
+                        "cancelled (default 30)")
     p.add_argument("--ttl", type=float, default=None, metavar="S",
                    help="lease length of each claim (default: the store's, 5 s)")
     p.epilog = EXAMPLES
