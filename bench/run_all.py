@@ -41,6 +41,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "transport": ["transport_bench.py"],
     "preauth_attack": ["preauth_attack.py"],
     "worker_pool": ["worker_pool.py"],
+    "worker_concurrency": ["worker_concurrency.py"],
     "pickup_latency": ["pickup_latency.py"],
     "tracing_overhead": ["tracing_overhead.py"],
     "startup": ["startup.py"],
@@ -54,7 +55,8 @@ BENCHMARKS: dict[str, list[str]] = {
 }
 
 # sides include ours_pg
-USES_POSTGRES = {"failover", "throughput", "claim_latency", "pickup_latency", "mcp"}
+USES_POSTGRES = {"failover", "throughput", "claim_latency", "pickup_latency", "mcp",
+                 "worker_concurrency"}
 
 
 def cpu_model() -> str:

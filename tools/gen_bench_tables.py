@@ -287,6 +287,22 @@ def worker_pool(r: dict) -> str:
         ["supervisor needed", "yes" if r["supervisor"] else "no"]])
 
 
+def worker_concurrency(r: dict) -> str:
+    base = {x["store"]: x["units_per_s"] for x in r["rows"]
+            if x["units"] == 1 and x["kind"] == "bench.unit"}
+    rows = [[STORE_NAME[x["store"]], x["units"],
+             "async" if x["kind"].endswith("_async") else "sync",
+             num(x["units_per_s"]), f"{num(x['units_per_s'] / base[x['store']])}×",
+             num(x["cpu_ms_per_unit"], " ms"), x["lost_or_failed"]] for x in r["rows"]]
+    return table(["store", "U (units at once)", "task", "units/s", "vs U = 1",
+                  "worker CPU per unit", "lost or failed"], rows) + (
+        f"\n\n{r['n']} units per run, each {r['io_ms_per_unit']} ms of sleep, a checkpoint "
+        "and a completion; one worker process.")
+
+
+STORE_NAME = {"sqlite": "SQLite", "postgres": "Postgres"}
+
+
 def pickup_latency(r: dict) -> str:
     target = r["target_ms"]
     return table(["store", "p50", "p99", "max", f"target (p50 ≤ {num(target['p50'])} ms, "
@@ -456,6 +472,7 @@ RENDER: dict[str, Callable[[dict], str]] = {
     "list": listing, "transport": transport, "preauth_attack": preauth_attack,
     "worker_pool": worker_pool, "pickup_latency": pickup_latency,
     "tracing_overhead": tracing_overhead, "startup": startup,
+    "worker_concurrency": worker_concurrency,
     "mcp": mcp, "server_load": server_load, "throughput": throughput,
     "claim_latency": claim_latency, "validate": validate,
     "write_cost": write_cost, "group_commit": group_commit,

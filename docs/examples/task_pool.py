@@ -41,7 +41,7 @@ if __name__ == "__main__":
     print(f"dispatched {len(ids)} handoffs of {fetch.kind}")
 
     wait_until(lambda: dhp.status(store, ids[0])["checkpoints"]["count"] >= 10)
-    owner = dhp.status(store, ids[0])["owner"]  # "<host>-<pid>" of the worker process
+    owner = dhp.status(store, ids[0])["owner"]  # "...-<pid>": the pid of its process
     os.kill(int(owner.rsplit("-", 1)[1]), signal.SIGKILL)
     print("killed the worker process holding the first handoff, after 10 pages")
 

@@ -296,6 +296,12 @@ class StoreBackend(ABC):
         at their next periodic look (operations.IDLE_RECHECK_S)."""
         return None
 
+    def expect_threads(self, n: int) -> None:
+        """This process will make store calls from about `n` threads at once (a worker
+        running n units): a backend with a connection pool sizes it so they need not queue
+        for a connection. The default does nothing (one connection serves every thread)."""
+        return None
+
     def work_waiter(self) -> AbstractContextManager[Callable[[float], bool]]:
         """A registration for announce_work: `with store.work_waiter() as wait:` and then
         `wait(seconds)` blocks until an announcement made after the registration, or the

@@ -783,6 +783,14 @@ class PostgresStore(StoreBackend):
             finally:
                 self._local.tx = None
 
+    def expect_threads(self, n: int) -> None:
+        # Each unit's write holds a connection for one transaction; the rest of POOL_MAX
+        # serves the heartbeats, the taker and a supervisor.
+        with self._mutex:
+            self.pool_max = max(self.pool_max, n + POOL_MAX)
+            if self._pool is not None and self._pid == os.getpid():
+                self._pool.resize(1, self.pool_max)
+
     def announce_work(self) -> None:
         # This process's waiters at once (a signal handler may call this, even inside a
         # transaction of this thread); the other processes' through the server.

@@ -1,25 +1,25 @@
-"""`dhp worker`: a pool of worker processes (or threads) over one store.
+"""`dhp worker`: a pool of worker processes over one store, each running up to `units`
+handoffs at once (dhp.worker.slots).
 
-Processes (the default): the parent forks `concurrency` children, each one Runner, and
-watches them. When a child dies (kill -9, OOM) the parent rings the store's doorbell, so an
-idle sibling looks at once and claim_next takes the dead child's handoff (its liveness lock
-is free, DHP-SCH-005) from the last checkpoint; then the parent starts a new child. No
-supervisor is involved.
+The parent forks `concurrency` children and watches them. When a child dies (kill -9, OOM)
+the parent rings the store's doorbell, so an idle sibling looks at once and claim_next takes
+the dead child's handoffs (its liveness lock is free, DHP-SCH-005) from their last
+checkpoints; then the parent starts a new child. No supervisor is involved.
 
 When the parent itself dies (kill -9), each child is told at once (dhp.worker.parent_watch):
 it takes nothing more, gives back what it runs, and exits, so no worker goes on unwatched.
 
-Threads (`--threads`): one process, `concurrency` Runner threads; for functions that wait on
-I/O. A kill -9 then takes the whole pool, and another pool or worker recovers its work.
+`--threads` (from before units): `concurrency` units in the pool's own process, no child.
+A kill -9 then takes the whole pool, and another pool or worker recovers its work.
 
 SIGTERM or SIGINT drains: nothing new is taken, running functions get `grace` seconds to
-finish, then are interrupted and their handoffs released (no backoff) for another worker.
+finish, then async ones are cancelled and every handoff still held is released (no backoff)
+for another worker.
 """
 
 from __future__ import annotations
 
 import importlib
-import math
 import os
 import signal
 import socket
@@ -28,21 +28,12 @@ import threading
 import time
 from typing import Any, TextIO
 
-from dhp import api
 from dhp.core.backend import StoreBackend
 from dhp.core.errors import InvalidInput
 from dhp.observe import otel_env
 from dhp.worker import parent_watch
-from dhp.worker.runtime import (
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_UNAVAILABLE,
-    EXIT_USAGE,
-    Drain,
-    Runner,
-    log_line,
-    run_threads,
-)
+from dhp.worker.runtime import EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, log_line
+from dhp.worker.slots import DEFAULT_UNITS, Slots
 from dhp.worker.task import REGISTRY, Task
 
 # A child that ends by itself sooner than this after its start is failing at start-up; the
@@ -87,13 +78,16 @@ def load_tasks(spec: str, kinds: list[str] | None = None) -> dict[str, Task]:
 
 class Pool:
     def __init__(self, store: StoreBackend, tasks: dict[str, Task], *, concurrency: int,
-                 threads: bool = False, grace: float = 30.0, ttl: float | None = None,
-                 out: TextIO = sys.stderr):
-        if concurrency < 1:
-            raise InvalidInput(f"concurrency must be at least 1, not {concurrency}")
+                 units: int = DEFAULT_UNITS, threads: bool = False, grace: float = 30.0,
+                 ttl: float | None = None, out: TextIO = sys.stderr):
+        for name, value in (("concurrency", concurrency), ("units", units)):
+            if value < 1:
+                raise InvalidInput(f"{name} must be at least 1, not {value}")
         self.store = store
         self.tasks = tasks
-        self.concurrency = concurrency
+        # --threads (kept from before units): `concurrency` units in this one process.
+        self.concurrency = 1 if threads else concurrency
+        self.units = concurrency if threads else units
         self.threads = threads
         self.grace = grace
         self.ttl = ttl
@@ -102,38 +96,39 @@ class Pool:
         self.name = f"pool-{socket.gethostname()}-{os.getpid()}"
         self.children: dict[int, tuple[int, float]] = {}  # pid -> (slot, started at)
         self._parent_pipe: tuple[int, int] | None = None  # read, write (parent_watch)
+        self._slots: Slots | None = None  # the units run here (--threads)
+        self._first_signal: float | None = None
 
     def log(self, event: str, text: str) -> None:
         log_line(self.out, self.name, event, text)
 
     def run(self) -> int:
         kinds = ", ".join(self.tasks)
-        how = "threads" if self.threads else "processes"
+        how = "in this process" if self.threads else \
+            f"in each of {self.concurrency} process(es)"
         self._on_stop_signals()  # before the start line: from then on SIGTERM drains
-        self.log("start", f"{self.concurrency} {how} for {kinds} on {self.store!r}")
-        code = self._run_threads() if self.threads else self._run_processes()
+        self.log("start", f"{self.units} unit(s) at once {how} for {kinds} on {self.store!r}")
+        code = self._run_here() if self.threads else self._run_processes()
         self.log("stop", f"exit {code}")
         return code
 
-    # --- threads -------------------------------------------------------------------------
+    # --- units in this process (--threads) -----------------------------------------------
 
-    def _run_threads(self) -> int:
-        host = socket.gethostname()
-        ids = [f"{host}-{os.getpid()}-t{i + 1}" for i in range(self.concurrency)]
-        threads = run_threads(self.store, self.tasks, ids, stop=self.stop, out=self.out,
-                              ttl=self.ttl)
-        while any(t.is_alive() for t in threads) and not self.stop.is_set():
-            self.stop.wait(1.0)  # a signal handler sets it; the wait wakes for it
-        if not self.stop.is_set():
-            return EXIT_FAILED  # every thread ended by itself: the log says why
-        self.store.announce_work()  # idle threads stop waiting
-        deadline = time.monotonic() + self.grace
-        for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        if any(t.is_alive() for t in threads):
-            released = api.drain()  # the running ones' next write gets lease_lost
+    def _run_here(self) -> int:
+        self._slots = self._make_slots()
+        return self._finish(self._slots, self._slots.run())
+
+    def _make_slots(self) -> Slots:
+        return Slots(self.store, self.tasks, units=self.units, stop=self.stop, out=self.out,
+                     ttl=self.ttl)
+
+    def _finish(self, slots: Slots, code: int) -> int:
+        """Drain after the taker stopped: the grace time when told to stop, none after a
+        failure of the store."""
+        released = slots.finish(self.grace if self.stop.is_set() else 0.0)
+        if released:
             self.log("drain", f"grace of {self.grace}s over: released {released} handoff(s)")
-        return EXIT_OK
+        return code
 
     # --- processes -----------------------------------------------------------------------
 
@@ -154,7 +149,7 @@ class Pool:
             code = os.waitstatus_to_exitcode(status)
             how = f"signal {-code}" if code < 0 else f"exit {code}"
             self.log("died", f"worker {slot} (pid {pid}) ended by {how}")
-            self.store.announce_work()  # its siblings take its handoff now
+            self.store.announce_work()  # its siblings take its handoffs now
             quick = time.monotonic() - started < RESTART_AFTER_S
             if quick and code > 0:  # it failed by itself at start: stop rather than loop
                 failed = code if code in (EXIT_USAGE, EXIT_UNAVAILABLE) else EXIT_FAILED
@@ -171,7 +166,7 @@ class Pool:
     def _start(self, children: dict[int, tuple[int, float]], slot: int) -> int:
         parent = os.getpid()
         pid = os.fork()
-        if pid == 0:  # the child: one Runner, then leave without the parent's cleanup
+        if pid == 0:  # the child: its units, then leave without the parent's cleanup
             code = EXIT_FAILED
             try:
                 code = self._child(parent)
@@ -182,10 +177,7 @@ class Pool:
         return pid
 
     def _child(self, parent: int) -> int:
-        worker_id = f"{socket.gethostname()}-{os.getpid()}"
-        runner = Runner(self.store, self.tasks, worker_id, stop=self.stop, out=self.out,
-                        ttl=self.ttl)
-
+        slots = self._make_slots()
         first_signal: list[float] = []
 
         def on_term(signum: int, frame: Any) -> None:
@@ -196,34 +188,23 @@ class Pool:
             again = bool(first_signal)
             first_signal.append(time.monotonic())
             self.stop.set()
-            if not runner.busy:
-                self.store.announce_work()  # ends this worker's wait, if it waits
-            elif again or self.grace <= 0:
-                raise Drain()
-            else:
-                signal.alarm(max(1, math.ceil(self.grace)))  # then SIGALRM interrupts it
-
-        def on_alarm(signum: int, frame: Any) -> None:
-            if runner.busy:
-                raise Drain()
+            slots.wake()
+            if again or self.grace <= 0:
+                slots.hurry()
 
         def on_parent_gone(signum: int, frame: Any) -> None:
             # Nobody watches or restarts this worker now: take nothing more, give back the
-            # running handoff at once (no grace: the pool that granted it is gone), exit.
-            if self.stop.is_set() and not runner.busy:
-                return
+            # running handoffs at once (no grace: the pool that granted them is gone), exit.
             self.stop.set()
-            if runner.busy:
-                raise Drain()
-            self.store.announce_work()  # ends this worker's wait, if it waits
+            slots.wake()
+            slots.hurry()
 
         signal.signal(signal.SIGTERM, on_term)
         signal.signal(signal.SIGINT, on_term)
-        signal.signal(signal.SIGALRM, on_alarm)
         signal.signal(signal.SIGHUP, on_parent_gone)
         parent_watch.die_with_parent(parent, *self._parent_pipe, signal.SIGHUP)
         try:
-            return runner.run_until_stopped()
+            return self._finish(slots, slots.run())
         finally:
             self.store.close()
             if self.store.liveness is not None:
@@ -236,8 +217,15 @@ class Pool:
             if not self.stop.is_set():
                 self.log("draining", f"{signal.Signals(signum).name}: finishing or "
                                      f"releasing running work (grace {self.grace}s)")
+            again = self._first_signal is not None
+            if not again:
+                self._first_signal = time.monotonic()
             self.stop.set()
             self._forward()
+            if self._slots is not None:
+                self._slots.wake()
+                if again and time.monotonic() - self._first_signal >= 1.0:
+                    self._slots.hurry()  # a second signal: now
 
         signal.signal(signal.SIGTERM, handler)
         signal.signal(signal.SIGINT, handler)

@@ -18,6 +18,7 @@ One log line per event: take, complete, fail, lost, release.
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime as _dt
 import sys
 import threading
@@ -27,6 +28,7 @@ from typing import TextIO
 from dhp import api
 from dhp.core.backend import StoreBackend
 from dhp.core.errors import BudgetExceeded, Cancelled, DHPError, LeaseLost, SchemaViolation
+from dhp.worker import aio
 from dhp.worker.task import Task
 
 _LOST = (LeaseLost, Cancelled, BudgetExceeded)
@@ -86,9 +88,9 @@ class Runner:
                 return
             self.run_one(ctx)
 
-    def take(self) -> api.TaskContext | None:
+    def take(self, wait: float | None = WAIT_S) -> api.TaskContext | None:
         return api.claim_next(self.store, list(self.tasks), self.worker_id, ttl=self.ttl,
-                              wait=WAIT_S, stop=self.stop)
+                              wait=wait, stop=self.stop)
 
     def run_one(self, ctx: api.TaskContext) -> None:
         task = self.tasks[ctx.intent["task_kind"]]
@@ -99,7 +101,7 @@ class Runner:
         self.busy = True
         try:
             try:
-                result = task(ctx, ctx.inputs)
+                result = aio.run(task.fn, ctx) if task.is_async else task(ctx, ctx.inputs)
             finally:
                 self.busy = False
             if ctx.active:  # the function may have completed or released by itself
@@ -110,6 +112,8 @@ class Runner:
         except Drain:
             self._release(ctx, "drained")
             raise
+        except concurrent.futures.CancelledError:  # an async unit the drain cancelled
+            self._release(ctx, "drained")
         except Exception as exc:  # noqa: BLE001 (the task's failure, whatever it is)
             self._fail(ctx, label, exc)
 
@@ -133,26 +137,15 @@ class Runner:
             then = f"retry in {wait:.3f}s" if wait else "retry now"
         self.log("fail", f"{label}: {why} ({tries}; {then})")
 
-    def _release(self, ctx: api.TaskContext, why: str) -> None:
+    def _release(self, ctx: api.TaskContext, why: str) -> bool:
+        """Give the handoff back unless it is finished already; whether it was."""
+        if not ctx.active:
+            return False
         label = f"{ctx.intent['task_kind']} {ctx.handoff_id[:19]}"
         try:
-            if ctx.active:
-                ctx.release()
-            self.log("release", f"{label} ({why})")
+            ctx.release()
         except DHPError as exc:
             self.log("lost", f"{label}: {exc}")
-
-
-def run_threads(store: StoreBackend, tasks: dict[str, Task], worker_ids: list[str], *,
-                stop: threading.Event, out: TextIO,
-                ttl: float | None = None) -> list[threading.Thread]:
-    """Start one Runner per worker id in a daemon thread of this process."""
-    threads = []
-    for worker_id in worker_ids:
-        runner = Runner(store, tasks, worker_id, stop=stop, out=out, ttl=ttl)
-        thread = threading.Thread(target=runner.run_until_stopped,
-                                  name=f"dhp-worker-{worker_id}", daemon=True)
-        thread.start()
-        threads.append(thread)
-    return threads
-
+            return False
+        self.log("release", f"{label} ({why})")
+        return True

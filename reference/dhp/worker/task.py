@@ -11,12 +11,15 @@
     fetch.dispatch(store, {"n": 60})             # one handoff of this kind
 
 The function gets the `TaskContext` of the claimed handoff and its inputs; its return value
-is the result. `dhp worker MODULE` runs the registered functions (dhp.worker.runtime).
+is the result. `dhp worker MODULE` runs the registered functions (dhp.worker.runtime). An
+`async def` function runs on the worker process's event loop and awaits its writes
+(`await ctx.checkpoint(state)`; dhp.worker.aio).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +42,7 @@ class Task:
         make_intent(kind, {}, output_schema, budget)
         self.kind = kind
         self.fn = fn
+        self.is_async = inspect.iscoroutinefunction(fn)  # run on the loop (dhp.worker.aio)
         self.output_schema = output_schema
         self.budget = dict(budget or {})
         self.progress_timeout_s = progress_timeout_s
