@@ -309,6 +309,14 @@ def _round_trips(trace: Path) -> int:
     return trips
 
 
+def _traced(store: pg.PostgresStore, trace: Path) -> Path:
+    """Trace the protocol of the store's one pooled connection into `trace`."""
+    with store._pool_here().connection() as conn:
+        conn.pgconn.trace(os.open(trace, os.O_WRONLY | os.O_CREAT))
+        conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+    return trace
+
+
 def test_a_fenced_write_and_a_recover_are_two_round_trips(url, tmp_path):
     """Under load every round trip waits for the server's process to be scheduled: their
     number is what failover costs (kill -9 to the standby's first checkpoint is a recover,
@@ -321,10 +329,7 @@ def test_a_fenced_write_and_a_recover_are_two_round_trips(url, tmp_path):
     dhp.claim(store, hid, "w1", heartbeat_interval=0).checkpoint({"n": 1})
     with store.transaction() as tx:  # the owner's process dies
         tx.put_record(hid, tx.get(hid)["record"], dead_owner_token(store))
-    trace = tmp_path / "trace"
-    with store._pool_here().connection() as conn:
-        conn.pgconn.trace(os.open(trace, os.O_WRONLY | os.O_CREAT))
-        conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+    trace = _traced(store, tmp_path / "trace")
     trips = []
 
     def counted(step):
@@ -339,6 +344,35 @@ def test_a_fenced_write_and_a_recover_are_two_round_trips(url, tmp_path):
     counted(lambda: ctx.complete({}))
     assert trips == [2, 1, 2, 2]  # complete uses the output schema verified at the take
     assert dhp.status(store, hid)["state"] == "completed"
+    with store._pool_here().connection() as conn:
+        conn.pgconn.untrace()
+    store.close()
+
+
+def test_claim_next_is_two_round_trips_picking_in_one_statement(url, tmp_path):
+    """claim_next picks, locks and probes in one statement (PostgresTx.pick_next): one round
+    trip for the pick (with BEGIN and the picked row's links), one for the take and COMMIT,
+    whether it takes fresh work, partly done work or a dead owner's (with nothing to take,
+    the pick returns next_due and COMMIT ends the empty transaction)."""
+    from backends import dead_owner_token
+
+    store = pg.PostgresStore(url, pool_max=1)
+    fresh, partly, dead = (dhp.dispatch(store, "pick", {"i": i}, {}) for i in range(3))
+    ctx = dhp.claim(store, partly, "w0", heartbeat_interval=0)
+    ctx.checkpoint({"n": 1})
+    ctx.release()
+    dhp.claim(store, dead, "w0", heartbeat_interval=0)
+    with store.transaction() as tx:  # its owner's process dies
+        tx.put_record(dead, tx.get(dead)["record"], dead_owner_token(store))
+    trace = _traced(store, tmp_path / "trace")
+    taken, trips = [], []
+    for _ in range(4):
+        before = _round_trips(trace)
+        ctx = dhp.claim_next(store, "pick", "w1", heartbeat_interval=0)
+        trips.append(_round_trips(trace) - before)
+        taken.append(ctx and ctx.handoff_id)
+    assert taken == [partly, dead, fresh, None]
+    assert trips == [2, 2, 2, 2]
     with store._pool_here().connection() as conn:
         conn.pgconn.untrace()
     store.close()

@@ -161,6 +161,15 @@ class Tx(ABC):
     def owner_incarnations(self) -> list[str]:
         """The distinct liveness tokens of the owners of claimed handoffs."""
 
+    def pick_next(self, task_kinds: tuple[str, ...]) -> tuple[dict | None, bool,
+                                                             float | None] | None:
+        """What claim_next takes next, picked and locked by one statement that reads the
+        store's clock and probes owners' liveness itself (then `store.now()` is the clock
+        it read after the lock): `(row, owner_dead, None)`, or `(None, False, due)` with
+        the instant the next row falls due (next_due). None (the default) when the backend
+        has no such statement: claim_next then runs the scans below."""
+        return None
+
     # The three scans of claim_next (operations.take_next). These defaults are correct on
     # any backend; a backend overrides them with one indexed query each.
 

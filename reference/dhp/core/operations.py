@@ -212,19 +212,17 @@ def _take_next_once(backend: StoreBackend, kinds: tuple[str, ...], worker: str,
     """One look: (the taken row, None), or (None, seconds until something falls due)."""
     token = backend.liveness.token() if backend.liveness else None
     with backend.transaction() as tx:
-        now = backend.now()
         while True:
             # Partly done work first, then a dead owner's (whatever the backlog), then fresh
-            # work (DHP-STM-013, DHP-SCH-008); each scan reads an index, oldest first.
-            row, op = tx.next_resumable(kinds, now), {"name": "claim"}
+            # work (DHP-STM-013, DHP-SCH-008), oldest first: one statement on a backend that
+            # has it (Tx.pick_next), else one indexed scan each.
+            picked = tx.pick_next(kinds)
+            now = backend.now()
+            row, dead, due = picked if picked is not None else _scan_next(backend, tx, kinds,
+                                                                          now)
             if row is None:
-                row, op = _dead_owners_row(backend, tx, kinds), {"name": "recover",
-                                                                 "owner_dead": True}
-            if row is None:
-                row, op = tx.next_takeable(kinds, now), {"name": "claim"}
-            if row is None:
-                due = tx.next_due(kinds, now)
                 return None, None if due is None else max(0.0, due - now)
+            op = {"name": "recover", "owner_dead": True} if dead else {"name": "claim"}
             outcome = machine.decide(row["record"], dict(op, worker=worker, ttl=ttl), now)
             if not outcome.changed:
                 raise Internal(f"claim_next picked {row['handoff_id']} but could not take it: "
@@ -268,6 +266,19 @@ def verified_for_resume(tx: Any, row: dict) -> dict | None:
                              "record before it: a record was changed or removed",
                              requirement="DHP-SEC-004")
     return last
+
+
+def _scan_next(backend: StoreBackend, tx: Any, kinds: tuple[str, ...],
+               now: float) -> tuple[dict | None, bool, float | None]:
+    """Tx.pick_next's answer from the three scans."""
+    row = tx.next_resumable(kinds, now)
+    if row is not None:
+        return row, False, None
+    row = _dead_owners_row(backend, tx, kinds)
+    if row is not None:
+        return row, True, None
+    row = tx.next_takeable(kinds, now)
+    return (row, False, None) if row is not None else (None, False, tx.next_due(kinds, now))
 
 
 def _dead_owners_row(backend: StoreBackend, tx: Any, kinds: tuple[str, ...]) -> dict | None:

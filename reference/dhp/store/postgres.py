@@ -20,7 +20,9 @@ they are what failover and throughput cost. A write transaction runs in pipeline
 travels with its first statement, the writes with COMMIT); the statement that locks a row
 also reads the server's clock and, for a claimed row, probes its owner's liveness lock, and
 the last checkpoint links come back in the same round trip. A fenced write (checkpoint,
-heartbeat, complete) and a recover are two round trips each; a read is one statement.
+heartbeat, complete), a recover and a claim_next are two round trips each (claim_next's
+pick, with its scans and liveness probes, is one statement: _pick_sql); a read is one
+statement.
 
 Connections. A psycopg_pool pool per process (re-made in a forked child). A connection error
 or a statement timeout is `unavailable` (retryable, outcome unknown): the broken connection is
@@ -61,6 +63,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from dhp.core import journal
 from dhp.core.backend import DEFAULT_TTL, SYNCS, StoreBackend, Tx
 from dhp.core.errors import Internal, Unavailable
+from dhp.store.liveness import incarnation
 from dhp.store.missing import no_store
 from dhp.store.pg_doorbell import PgDoorbell, Waiter, channel_for
 from dhp.store.pg_liveness import PgLiveness, advisory_key, probe_sql
@@ -205,6 +208,56 @@ def _options(settings: dict[str, Any]) -> str:
 _LINKS = ("SELECT seq, hash, CASE WHEN %s AND n = 1 THEN record END FROM (SELECT seq, hash, "
           "record, row_number() OVER (ORDER BY seq DESC) AS n FROM {s}.checkpoints "
           "WHERE handoff_id = %s ORDER BY seq DESC LIMIT 2) AS last ORDER BY seq DESC")
+
+
+def _pick_sql() -> str:
+    """claim_next's pick (PostgresTx.pick_next) in one statement: the first row of the
+    first branch that has one, each branch an indexed scan, oldest dispatch first, that
+    locks its row skipping rows others hold: partly done work (DHP-STM-013), then a claim
+    whose owner's liveness lock is free (DHP-SCH-008; the owners are read by a loose index
+    scan and probed as owner_dead does), then any other takeable row (DHP-STM-009); else a
+    row of NULLs carrying next_due. UNION ALL under LIMIT 1 stops at the first branch with
+    a row, so the later scans and probes run only when the earlier find nothing. The
+    server's clock is read once for the eligibility tests and again as the row comes out,
+    after its lock; the picked id is left in a transaction setting for the links statement
+    pipelined behind this one (_PICKED_LINKS)."""
+    cols = ", ".join(_ROW_COLUMNS)
+    kinds = "task_kind = ANY(%(kinds)s)"
+
+    def branch(pri: int, where: str) -> str:
+        return (f"(SELECT {cols}, {pri} AS pri, NULL::float8 AS due FROM (SELECT {cols} "
+                f"FROM {{s}}.handoffs WHERE ({where}) AND {kinds} ORDER BY seq LIMIT 1 "
+                "FOR UPDATE SKIP LOCKED) AS b)")
+
+    # The clock as a parameter of the plan (an InitPlan), which index scans can compare.
+    now = "(SELECT t FROM c)"
+    expired = f"state = 'claimed' AND lease_expires_at <= {now}"
+    eligible = f"(not_before IS NULL OR not_before <= {now})"
+    due = "CASE WHEN state = 'claimed' THEN lease_expires_at ELSE not_before END"
+    nulls = ", ".join(["NULL"] * len(_ROW_COLUMNS))
+    return (
+        f"WITH RECURSIVE c AS (SELECT {_CLOCK} AS t), owners(o) AS ((SELECT "
+        "owner_incarnation FROM {s}.handoffs WHERE state = 'claimed' AND owner_incarnation "
+        "IS NOT NULL ORDER BY 1 LIMIT 1) UNION ALL SELECT (SELECT owner_incarnation FROM "
+        "{s}.handoffs WHERE state = 'claimed' AND owner_incarnation > o ORDER BY 1 LIMIT 1) "
+        f"FROM owners WHERE o IS NOT NULL) SELECT p.*, {_CLOCK}, "
+        "set_config('dhp.picked', coalesce(p.id, ''), true) FROM ("
+        + branch(0, "state IN ('orphaned', 'released') AND (state = 'orphaned' OR steps > 0) "
+                    f"AND {eligible} OR {expired}")
+        + " UNION ALL "
+        + branch(1, "state = 'claimed' AND owner_incarnation IN (SELECT o FROM owners WHERE "
+                    "o IS NOT NULL AND o <> %(me)s AND o ~ '^[0-9a-f]{32}$' AND "
+                    f"{probe_sql('o')})")
+        + " UNION ALL "
+        # An expired claim is branch 0's: one this branch could lock, that one would have.
+        + branch(2, f"state IN ('pending', 'released', 'orphaned') AND {eligible}")
+        + f" UNION ALL (SELECT {nulls}, 3, (SELECT MIN({due}) FROM {{s}}.handoffs WHERE "
+        f"state IN ('pending', 'released', 'orphaned', 'claimed') AND {kinds} "
+        f"AND {due} > {now})) LIMIT 1) AS p")
+
+
+_PICK = _pick_sql()
+_PICKED_LINKS = _LINKS.replace("handoff_id = %s", "handoff_id = current_setting('dhp.picked')")
 
 
 class PostgresTx(Tx):
@@ -410,6 +463,24 @@ class PostgresTx(Tx):
         found = self._one(f"{self._select()} WHERE ({where}) AND task_kind = ANY(%s) "
                           "ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED", [*args, list(task_kinds)])
         return _row(found) if found else None
+
+    def pick_next(self, task_kinds: tuple[str, ...]) -> tuple[dict | None, bool,
+                                                             float | None]:
+        # One round trip (with the BEGIN before it): the pick, and behind it the picked
+        # row's links, a statement of their own so that they see what the lock's previous
+        # holder committed (as in get).
+        cur = self._execute(_PICK, {"kinds": list(task_kinds), "me": incarnation()})
+        links = self.conn.execute(_PICKED_LINKS.replace("{s}", self.s), (True,))
+        self._sync()
+        found = cur.fetchone()
+        picked_links = links.fetchall()
+        n = len(_ROW_COLUMNS)
+        self.clock_at_lock = found[n + 2]
+        if found[0] is None:
+            return None, False, found[n + 1]
+        row = _row(found[:n])
+        self._links[row["handoff_id"]] = (picked_links, True)
+        return row, found[n] == 1, None
 
     def next_resumable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
         # Written so that the planner reads handoffs_by_state for these two states only.
