@@ -102,6 +102,74 @@ def test_concurrent_openers_migrate_exactly_once(url, monkeypatch):
         dhp.Store(url)
 
 
+def test_a_store_of_schema_3_upgrades_to_the_lower_bound_deadline_keys(url):
+    """Migration 4 on a store as version 3 wrote it (no lease_due or progress_due, the
+    lease and progress indexes on the deadlines themselves): every row and checkpoint is
+    kept, the keys start at the deadlines, and the scans for passed deadlines find the same
+    handoffs through the new indexes."""
+    clock = ManualClock()
+    store = pg.PostgresStore(url, clock=clock)
+    hids = [dhp.dispatch(store, "m4", {"i": i}, {}, progress_timeout_s=30) for i in range(4)]
+    for i, hid in enumerate(hids[:3]):
+        ctx = dhp.claim(store, hid, f"w{i}", ttl=10, heartbeat_interval=0)
+        ctx.checkpoint({"n": i})
+    store.close()
+    s = f'"{store.schema}"'
+    sql(f"DROP INDEX {s}.handoffs_by_lease; DROP INDEX {s}.handoffs_by_progress_deadline; "
+        f"ALTER TABLE {s}.handoffs DROP COLUMN lease_due, DROP COLUMN progress_due, "
+        "RESET (fillfactor); "
+        f"CREATE INDEX handoffs_by_lease ON {s}.handoffs (lease_expires_at) "
+        "WHERE state = 'claimed'; "
+        f"CREATE INDEX handoffs_by_progress_deadline ON {s}.handoffs "
+        "((last_progress_at + progress_timeout_s)) "
+        "WHERE state = 'claimed' AND progress_timeout_s IS NOT NULL; "
+        f"UPDATE {s}.meta SET value = '3' WHERE key = 'schema_version'")
+    before = sql(f"SELECT * FROM {s}.handoffs ORDER BY seq")
+    checkpoints = sql(f"SELECT * FROM {s}.checkpoints ORDER BY handoff_id, seq")
+    store = pg.PostgresStore(url, clock=clock)
+    assert store.schema_version() == 4
+    after = sql(f"SELECT * FROM {s}.handoffs ORDER BY seq")
+    assert [row[:-2] for row in after] == before
+    assert sql(f"SELECT lease_due, progress_due FROM {s}.handoffs ORDER BY seq") == sql(
+        f"SELECT lease_expires_at, last_progress_at + progress_timeout_s FROM {s}.handoffs "
+        "ORDER BY seq")
+    assert sql(f"SELECT * FROM {s}.checkpoints ORDER BY handoff_id, seq") == checkpoints
+    assert "lease_due" in sql("SELECT indexdef FROM pg_indexes WHERE schemaname = %s "
+                              "AND indexname = 'handoffs_by_lease'", store.schema)[0][0]
+    with store.transaction() as tx:
+        assert [r["handoff_id"] for r in tx.select(expired_before=clock.now + 10)] == hids[:3]
+        assert tx.stalled(clock.now + 31, 10) == hids[:3]
+        assert tx.stalled(clock.now + 29, 10) == []
+    clock.now += 11  # every lease has expired: claim_next takes the oldest one first
+    assert dhp.claim_next(store, "m4", "w9", heartbeat_interval=0).handoff_id == hids[0]
+    store.close()
+
+
+def test_a_checkpoint_moves_the_lease_key_only_when_it_falls_behind(url):
+    """lease_due stays while it is a lower bound at least half the lease's remaining time
+    away (no index entry to write: the update can be HOT), and moves to the lease's end
+    once it falls behind that; the scans never miss an expired lease."""
+    clock = ManualClock()
+    store = pg.PostgresStore(url, clock=clock)
+    hid = dhp.dispatch(store, "due", {}, {})
+    ctx = dhp.claim(store, hid, "w1", ttl=10, heartbeat_interval=0)
+
+    def keys():
+        return sql(f'SELECT lease_due, lease_expires_at FROM "{store.schema}".handoffs')[0]
+
+    assert keys() == (1010.0, 1010.0)
+    clock.now += 2
+    ctx.checkpoint({"n": 1})
+    assert keys() == (1010.0, 1012.0)  # 1010 is past 1002 + 10/2: kept
+    clock.now += 4
+    ctx.checkpoint({"n": 2})
+    assert keys() == (1016.0, 1016.0)  # 1010 is before 1006 + 10/2: moved
+    with store.transaction() as tx:
+        assert tx.select(expired_before=1015.9) == []
+        assert len(tx.select(expired_before=1016)) == 1
+    store.close()
+
+
 def _hold_row(store, hid: str, held: threading.Event, release: threading.Event):
     """A write transaction that holds the handoff's row lock until `release`."""
     with store.transaction() as tx:

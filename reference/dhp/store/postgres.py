@@ -160,6 +160,24 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX lease_journal_by_handoff ON {s}.lease_journal (handoff_id, id)
     """,
+    # 4: a checkpoint or a heartbeat can be a HOT update (the row's new version on its page,
+    # no index touched): the lease and progress-deadline indexes key on lease_due and
+    # progress_due, lower bounds of lease_expires_at and last_progress_at +
+    # progress_timeout_s that put_record moves only when they fall behind (_due_sql), and
+    # pages are left 30% free for the new versions. A scan for passed deadlines asks for
+    # both bounds and misses none (as the SQLite store's migrations 6 and 8).
+    """
+    ALTER TABLE {s}.handoffs ADD COLUMN lease_due double precision,
+        ADD COLUMN progress_due double precision;
+    UPDATE {s}.handoffs SET lease_due = lease_expires_at,
+        progress_due = last_progress_at + progress_timeout_s;
+    DROP INDEX {s}.handoffs_by_lease;
+    CREATE INDEX handoffs_by_lease ON {s}.handoffs (lease_due) WHERE state = 'claimed';
+    DROP INDEX {s}.handoffs_by_progress_deadline;
+    CREATE INDEX handoffs_by_progress_deadline ON {s}.handoffs (progress_due)
+        WHERE state = 'claimed' AND progress_due IS NOT NULL;
+    ALTER TABLE {s}.handoffs SET (fillfactor = 70)
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -169,6 +187,17 @@ RECORD_COLUMNS = ("state", "owner", "fence", "lease_expires_at", "attempts", "st
 _ROW_COLUMNS = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "owner_incarnation", "result",
                 "created_at", "updated_at")
 _CLOCK = "extract(epoch FROM clock_timestamp())::float8"
+_EXPIRED = "state = 'claimed' AND lease_due <= %s AND lease_expires_at <= %s"  # migration 4
+
+
+def _due_sql(key: str, deadline: str, now: str) -> str:
+    """The new index key of a deadline (migration 4), as the SQLite store's _due_key: the
+    old key `key` kept while it is a lower bound of the new `deadline` at least half the
+    deadline's remaining time away, else the deadline. A worker writing more often than
+    that (heartbeats every ttl/3) never shows in a scan for passed deadlines before its
+    deadline has passed, and a run of checkpoints moves the key once per half."""
+    return (f"CASE WHEN {deadline} IS NULL OR {key} IS NULL OR NOT {key} BETWEEN {now} + "
+            f"({deadline} - {now}) / 2 AND {deadline} THEN {deadline} ELSE {key} END")
 
 
 def _dumps(obj: object) -> str:
@@ -196,6 +225,12 @@ def _record_values(record: dict) -> list:
     if set(record) != set(RECORD_COLUMNS):
         raise Internal(f"record members {sorted(record)} do not match the store's columns")
     return [Jsonb(record[k]) if k == "budget" else record[k] for k in RECORD_COLUMNS]
+
+
+def _due_keys(record: dict) -> tuple[float | None, float | None]:
+    """lease_due and progress_due of a new row: its deadlines (migration 4)."""
+    last, timeout = record["last_progress_at"], record["progress_timeout_s"]
+    return record["lease_expires_at"], None if last is None or timeout is None else last + timeout
 
 
 def _options(settings: dict[str, Any]) -> str:
@@ -231,7 +266,7 @@ def _pick_sql() -> str:
 
     # The clock as a parameter of the plan (an InitPlan), which index scans can compare.
     now = "(SELECT t FROM c)"
-    expired = f"state = 'claimed' AND lease_expires_at <= {now}"
+    expired = f"state = 'claimed' AND lease_due <= {now} AND lease_expires_at <= {now}"
     eligible = f"(not_before IS NULL OR not_before <= {now})"
     due = "CASE WHEN state = 'claimed' THEN lease_expires_at ELSE not_before END"
     nulls = ", ".join(["NULL"] * len(_ROW_COLUMNS))
@@ -371,7 +406,8 @@ class PostgresTx(Tx):
 
     def insert_new(self, rows: list[tuple[str, dict, dict, str, str | None]]) -> None:
         # A concurrent dispatch of the same intent inserted it first: same handoff (DHP-ID-004).
-        cols = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "created_at", "updated_at")
+        cols = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "lease_due", "progress_due",
+                "created_at", "updated_at")
         stamp, stamp_args = self._stamp()
         for row in rows:
             self.mark_takeable(row[2])
@@ -380,8 +416,9 @@ class PostgresTx(Tx):
                 f"INSERT INTO {self.s}.handoffs ({', '.join(cols)}) VALUES "
                 f"({', '.join(['%s'] * (len(cols) - 1))}, {stamp}) ON CONFLICT (id) DO NOTHING",
                 [[hid, _dumps(envelope) if text is None else text,
-                  envelope["intent"]["task_kind"], *_record_values(record), created_at,
-                  *stamp_args] for hid, envelope, record, created_at, text in rows])
+                  envelope["intent"]["task_kind"], *_record_values(record),
+                  *_due_keys(record), created_at, *stamp_args]
+                 for hid, envelope, record, created_at, text in rows])
 
     def _stamp(self) -> tuple[str, list]:
         # updated_at: the server's clock, or the test clock that replaces it.
@@ -393,8 +430,14 @@ class PostgresTx(Tx):
         self.mark_takeable(record)
         sets = ", ".join(f"{c} = %s" for c in (*RECORD_COLUMNS, "owner_incarnation"))
         stamp, stamp_args = self._stamp()
-        self._execute(f"UPDATE {{s}}.handoffs SET {sets}, updated_at = {stamp} WHERE id = %s",
-                      [*_record_values(record), owner_incarnation, *stamp_args, handoff_id])
+        self._execute(
+            f"UPDATE {{s}}.handoffs SET {sets}, updated_at = n.now, "
+            f"lease_due = {_due_sql('lease_due', 'n.lease', 'n.now')}, "
+            f"progress_due = {_due_sql('progress_due', 'n.progress', 'n.now')} "
+            f"FROM (SELECT %s::float8 AS lease, %s::float8 AS progress, {stamp} AS now) AS n "
+            "WHERE id = %s",
+            [*_record_values(record), owner_incarnation, *_due_keys(record), *stamp_args,
+             handoff_id])
 
     def last_link(self, handoff_id: str) -> tuple[int, str] | None:
         links = self._links_of(handoff_id, record=False)
@@ -440,8 +483,8 @@ class PostgresTx(Tx):
         where, args = [], []
         if expired_before is not None:
             states = ("claimed",)
-            where.append("lease_expires_at <= %s")
-            args.append(expired_before)
+            where.append("lease_due <= %s AND lease_expires_at <= %s")  # migration 4
+            args += [expired_before, expired_before]
         for column, values in (("state", states), ("task_kind", task_kinds)):
             if values is not None:
                 where.append(f"{column} = ANY(%s)")
@@ -487,13 +530,13 @@ class PostgresTx(Tx):
         return self._first("state IN ('orphaned', 'released') "
                            "AND (state = 'orphaned' OR steps > 0) "
                            "AND (not_before IS NULL OR not_before <= %s) "
-                           "OR state = 'claimed' AND lease_expires_at <= %s", [now, now],
+                           f"OR {_EXPIRED}", [now, now, now],
                            task_kinds)
 
     def next_takeable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
         return self._first("state IN ('pending', 'released', 'orphaned') "
                            "AND (not_before IS NULL OR not_before <= %s) "
-                           "OR state = 'claimed' AND lease_expires_at <= %s", [now, now],
+                           f"OR {_EXPIRED}", [now, now, now],
                            task_kinds)
 
     def claimed_by(self, incarnation: str, task_kinds: tuple[str, ...]) -> dict | None:
@@ -573,9 +616,8 @@ class PostgresTx(Tx):
         return [r[0] for r in self._all(
             "SELECT id FROM {s}.handoffs WHERE state = 'claimed' "
             "AND progress_timeout_s IS NOT NULL "
-            "AND last_progress_at + progress_timeout_s < %s ORDER BY seq LIMIT %s "
-            "FOR UPDATE SKIP LOCKED",
-            (now, limit))]
+            "AND progress_due < %s AND last_progress_at + progress_timeout_s < %s "
+            "ORDER BY seq LIMIT %s FOR UPDATE SKIP LOCKED", (now, now, limit))]
 
     def over_wall_clock(self, now: float, limit: int) -> list[str]:
         return [r[0] for r in self._all(
