@@ -343,3 +343,21 @@ class Run:
                        "fsync_per_s": {"start": rates[0], "end": rates[1],
                                        "min": min(rates), "max": max(rates)}}}
         emit(out)
+
+
+def backend_cpu_s(conn) -> float:
+    """CPU seconds (user + system, from /proc) of the server processes serving the database
+    of `conn` (a psycopg connection to it), this connection's own process left out: the
+    server's work for the clients of that database, read on the server's host."""
+    pids = [r[0] for r in conn.execute(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+        "AND pid <> pg_backend_pid()")]
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended since
+        total += int(fields[11]) + int(fields[12])
+    return total / tick
