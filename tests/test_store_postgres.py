@@ -385,10 +385,11 @@ def _traced(store: pg.PostgresStore, trace: Path) -> Path:
     return trace
 
 
-def test_a_fenced_write_and_a_recover_are_two_round_trips(url, tmp_path):
+def test_a_recover_and_a_completion_are_two_round_trips_a_checkpoint_one(url, tmp_path):
     """Under load every round trip waits for the server's process to be scheduled: their
     number is what failover costs (kill -9 to the standby's first checkpoint is a recover,
-    a read of the last checkpoint and a checkpoint). Counted in the protocol trace of the
+    a read of the last checkpoint and a checkpoint). A checkpoint of a lease this process
+    took is one compare-and-set (checkpoint_kept). Counted in the protocol trace of the
     store's one pooled connection."""
     from backends import dead_owner_token
 
@@ -410,7 +411,7 @@ def test_a_fenced_write_and_a_recover_are_two_round_trips(url, tmp_path):
     counted(lambda: dhp.last_checkpoint(store, hid))
     counted(lambda: ctx.checkpoint({"n": 2}))
     counted(lambda: ctx.complete({}))
-    assert trips == [2, 1, 2, 2]  # complete uses the output schema verified at the take
+    assert trips == [2, 1, 1, 2]  # complete uses the output schema verified at the take
     assert dhp.status(store, hid)["state"] == "completed"
     with store._pool_here().connection() as conn:
         conn.pgconn.untrace()
@@ -444,6 +445,40 @@ def test_claim_next_is_two_round_trips_picking_in_one_statement(url, tmp_path):
     with store._pool_here().connection() as conn:
         conn.pgconn.untrace()
     store.close()
+
+
+def test_a_kept_lease_whose_row_moved_on_takes_the_full_path(url):
+    """checkpoint_kept writes only while the row and its last link are as this process
+    left them and the lease is live on the store's clock; otherwise nothing is written by
+    it and the full path decides on the stored row: a cancel by another process, a lease
+    expired on the store's clock, a budget cap, a removed last link."""
+    clock = ManualClock()
+    store = pg.PostgresStore(url, clock=clock)
+    other = pg.PostgresStore(url, clock=clock)  # another process: keeps nothing of ours
+    ids = [dhp.dispatch(store, "kept", {"i": i}, {}, budget={"max_steps": 3})
+           for i in range(4)]
+    ctxs = [dhp.claim(store, hid, "w1", ttl=10, heartbeat_interval=0) for hid in ids]
+    for ctx in ctxs:
+        ctx.checkpoint({"n": 1})
+        assert store.kept_lease(ctx.handoff_id)["link"][0] == 1
+    dhp.cancel(other, ids[0])
+    with pytest.raises(dhp.Cancelled):
+        ctxs[0].checkpoint({"n": 2})
+    clock.now += 10  # the lease has expired on the store's clock, not on the kept record
+    with pytest.raises(LeaseLost):
+        ctxs[1].checkpoint({"n": 2})
+    clock.now -= 10
+    ctxs[2].checkpoint({"n": 2})
+    ctxs[2].checkpoint({"n": 3})
+    with pytest.raises(dhp.BudgetExceeded):  # the 4th step: to the DLQ, by the full path
+        ctxs[2].checkpoint({"n": 4})
+    assert dhp.status(store, ids[2])["state"] == "dead_lettered"
+    sql(f'DELETE FROM "{store.schema}".checkpoints WHERE handoff_id = %s', ids[3])
+    # Not seq 2 linked to the removed record: the full path reads the links there are.
+    assert ctxs[3].checkpoint({"n": 2})["seq"] == 1
+    assert [len(dhp.checkpoints(store, hid)) for hid in ids] == [1, 1, 3, 1]
+    store.close()
+    other.close()
 
 
 @pytest.mark.covers("DHP-SRV-009")

@@ -278,6 +278,22 @@ class StoreBackend(ABC):
         """Problems the storage engine finds in its own files (empty when sound); the chain
         check of the records on top of it is operations.check_integrity."""
 
+    def kept_lease(self, handoff_id: str) -> dict | None:
+        """The row of a lease this process holds, as its own last committed write left it:
+        {"record", "owner_incarnation", "link": (seq, hash) of the last checkpoint or None},
+        or None when not kept (the default: a backend that keeps none)."""
+        return None
+
+    def checkpoint_kept(self, handoff_id: str, kept: dict, record: dict, ttl: float,
+                        checkpoint: dict, text: str) -> bool:
+        """Store `checkpoint` (its JSON `text`) and `record`, the checkpoint's outcome of the
+        kept row `kept` (kept_lease), in one step, only if the stored row and its last
+        link are still the kept ones and, on the store's clock, the lease is live and the
+        wall-clock cap not passed; the record's lease end and last progress are then that
+        clock's now + ttl and now. True when stored; False (nothing changed) otherwise, and
+        the caller takes the full path. The default stores nothing."""
+        return False
+
     def announce_work(self) -> None:
         """Wake this store's waiters (work_waiter) in every process, outside any transaction:
         for what the store cannot see (a pool's child died, a worker is told to stop).

@@ -338,6 +338,11 @@ def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *
                            requirement="DHP-SCH-003")
     ttl = backend.ttl if ttl is None else check_seconds("ttl", ttl)
     sync = sync or WRITE_SYNC.get(name, "commit")
+    if name == "checkpoint":
+        made = _kept_checkpoint(backend, hid, worker, fence, ttl, spend, state, text,
+                                incarnation)
+        if made is not None:
+            return made
     with backend.transaction(sync=sync) as tx:
         row = tx.get(hid, envelope=False)
         now = backend.now()
@@ -365,6 +370,32 @@ def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *
             tx.put_record(hid, outcome.record, row["owner_incarnation"] if keep else None)
     _raise(outcome, hid)
     return made
+
+
+def _kept_checkpoint(backend: StoreBackend, hid: str, worker: str, fence: int, ttl: float,
+                     spend: int | float, state: Any, text: bytes,
+                     incarnation: str | None) -> dict | None:
+    """A checkpoint decided on the row this process last wrote (backend.kept_lease) and
+    stored by one compare-and-set (backend.checkpoint_kept), or None: then nothing was
+    written and write takes the full path, which decides on the stored row. The rules are
+    machine.decide's; the ones that depend on the clock (a live lease, the wall-clock cap)
+    the store applies with its own clock in the same statement, so they are judged here at
+    the row's last progress, an instant the lease was live."""
+    kept = backend.kept_lease(hid)
+    if kept is None or incarnation is not None \
+            and kept["owner_incarnation"] not in (None, incarnation):
+        return None
+    record = kept["record"]
+    op = {"name": "checkpoint", "worker": worker, "fence": fence, "ttl": ttl, "spend": spend}
+    outcome = machine.decide(record, op, record["last_progress_at"])
+    if not outcome.accepted:
+        return None
+    seq, prev = kept["link"] or (0, hid)
+    made, made_text = chain.checkpoint_and_text(hid, seq + 1, fence, state, spend, prev,
+                                                state_text=text)
+    if backend.checkpoint_kept(hid, kept, outcome.record, ttl, made, made_text):
+        return made
+    return None
 
 
 def result_problems(backend: StoreBackend, hid: str, result: Any) -> list[dict] | None:

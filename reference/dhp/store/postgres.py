@@ -22,7 +22,10 @@ also reads the server's clock and, for a claimed row, probes its owner's livenes
 the last checkpoint links come back in the same round trip. A fenced write (checkpoint,
 heartbeat, complete), a recover and a claim_next are two round trips each (claim_next's
 pick, with its scans and liveness probes, is one statement: _pick_sql); a read is one
-statement.
+statement. A checkpoint of a lease this process holds is one: the store keeps the row its
+last write left (kept_lease), the rules are decided on it, and one statement updates the
+row only if it is still that row, with a live lease on the server's clock
+(checkpoint_kept); if not, nothing is written and the full path reads the row.
 
 Connections. A psycopg_pool pool per process (re-made in a forked child). A connection error
 or a statement timeout is `unavailable` (retryable, outcome unknown): the broken connection is
@@ -255,7 +258,8 @@ def _pick_sql() -> str:
     a row, so the later scans and probes run only when the earlier find nothing. The
     server's clock is read once for the eligibility tests and again as the row comes out,
     after its lock; the picked id is left in a transaction setting for the links statement
-    pipelined behind this one (_PICKED_LINKS)."""
+    pipelined behind this one (_PICKED_LINKS). `{clock}`: the server's clock, or the test
+    clock's reading that replaces it."""
     cols = ", ".join(_ROW_COLUMNS)
     kinds = "task_kind = ANY(%(kinds)s)"
 
@@ -271,7 +275,7 @@ def _pick_sql() -> str:
     due = "CASE WHEN state = 'claimed' THEN lease_expires_at ELSE not_before END"
     nulls = ", ".join(["NULL"] * len(_ROW_COLUMNS))
     return (
-        f"WITH RECURSIVE c AS (SELECT {_CLOCK} AS t), owners(o) AS ((SELECT "
+        "WITH RECURSIVE c AS (SELECT {clock} AS t), owners(o) AS ((SELECT "
         "owner_incarnation FROM {s}.handoffs WHERE state = 'claimed' AND owner_incarnation "
         "IS NOT NULL ORDER BY 1 LIMIT 1) UNION ALL SELECT (SELECT owner_incarnation FROM "
         "{s}.handoffs WHERE state = 'claimed' AND owner_incarnation > o ORDER BY 1 LIMIT 1) "
@@ -292,6 +296,28 @@ def _pick_sql() -> str:
 
 
 _PICK = _pick_sql()
+
+KEPT_CAP = 1024  # leases kept at most (kept_lease), the oldest dropped first
+
+# A checkpoint of a kept lease (PostgresStore.checkpoint_kept) in one statement: the row is
+# updated only if it is still as kept (owner, fence, incarnation, steps, spend, budget) with
+# the same last link, its lease live and its wall-clock cap not passed on the server's
+# clock (or the test clock); the record is inserted only with that update.
+_CHECKPOINT_KEPT = (
+    "WITH c AS (SELECT {stamp} AS t), u AS (UPDATE {{s}}.handoffs AS h SET "
+    "steps = %(steps)s, spend = %(spend)s, lease_expires_at = c.t + %(ttl)s, "
+    "last_progress_at = c.t, updated_at = c.t, "
+    "lease_due = {lease_due}, progress_due = {progress_due} FROM c "
+    "WHERE h.id = %(id)s AND h.state = 'claimed' AND h.owner = %(owner)s "
+    "AND h.fence = %(fence)s AND h.owner_incarnation = %(inc)s AND h.steps = %(old_steps)s "
+    "AND h.spend = %(old_spend)s AND h.budget = %(budget)s AND c.t < h.lease_expires_at "
+    "AND coalesce(c.t - h.first_claimed_at <= (h.budget ->> 'max_wall_clock_s')::float8, "
+    "true) AND (SELECT hash FROM {{s}}.checkpoints WHERE handoff_id = h.id ORDER BY seq "
+    "DESC LIMIT 1) IS NOT DISTINCT FROM %(last_hash)s RETURNING h.id) "
+    "INSERT INTO {{s}}.checkpoints (handoff_id, seq, fence, hash, record) "
+    "SELECT id, %(seq)s, %(fence)s, %(hash)s, %(text)s FROM u RETURNING (SELECT t FROM c)"
+).format(stamp="{stamp}", lease_due=_due_sql("h.lease_due", "c.t + %(ttl)s", "c.t"),
+         progress_due=_due_sql("h.progress_due", "c.t + h.progress_timeout_s", "c.t"))
 _PICKED_LINKS = _LINKS.replace("handoff_id = %s", "handoff_id = current_setting('dhp.picked')")
 
 
@@ -318,6 +344,10 @@ class PostgresTx(Tx):
         self.probes: dict[str, bool] = {}
         self.pipeline: psycopg.Pipeline | None = None  # set for a write transaction
         self._unsynced = False
+        # What this transaction wrote, kept by the store once it commits (kept_lease):
+        # handoff id -> (record, owner_incarnation), and -> (seq, hash) of a new last link.
+        self.wrote: dict[str, tuple[dict, str | None]] = {}
+        self.wrote_links: dict[str, tuple[int, str]] = {}
 
     def _execute(self, sql: str, args: Any = None) -> psycopg.Cursor:
         self.clock_at_lock = None
@@ -428,6 +458,7 @@ class PostgresTx(Tx):
         # Sent, not waited for: the row is locked by this transaction (get), and an error
         # surfaces at the commit, before anything is acknowledged.
         self.mark_takeable(record)
+        self.wrote[handoff_id] = (record, owner_incarnation)
         sets = ", ".join(f"{c} = %s" for c in (*RECORD_COLUMNS, "owner_incarnation"))
         stamp, stamp_args = self._stamp()
         self._execute(
@@ -461,12 +492,23 @@ class PostgresTx(Tx):
     def append_checkpoints(self, records: list[tuple[dict, str | None]]) -> None:
         for r, _text in records:
             self._links.pop(r["handoff_id"], None)
+            self.wrote_links[r["handoff_id"]] = (r["seq"], r["hash"])
         with self.conn.cursor() as cur:
             cur.executemany(
                 f"INSERT INTO {self.s}.checkpoints (handoff_id, seq, fence, hash, record) "
                 "VALUES (%s, %s, %s, %s, %s)",
                 [(r["handoff_id"], r["seq"], r["fence"], r["hash"],
                   _dumps(r) if text is None else text) for r, text in records])
+
+    def last_link_known(self, handoff_id: str) -> tuple[int, str] | None | bool:
+        """The handoff's last link as this transaction left it, None when it has no
+        checkpoint, False when this transaction does not know."""
+        if handoff_id in self.wrote_links:
+            return self.wrote_links[handoff_id]
+        cached = self._links.get(handoff_id, (None, False))[0]
+        if not isinstance(cached, list):
+            return False
+        return (cached[0][0], cached[0][1]) if cached else None
 
     def checkpoints(self, handoff_id: str) -> list[dict]:
         rows = self._all("SELECT record FROM {s}.checkpoints WHERE handoff_id = %s "
@@ -512,7 +554,10 @@ class PostgresTx(Tx):
         # One round trip (with the BEGIN before it): the pick, and behind it the picked
         # row's links, a statement of their own so that they see what the lock's previous
         # holder committed (as in get).
-        cur = self._execute(_PICK, {"kinds": list(task_kinds), "me": incarnation()})
+        clock = self.store.clock  # tests only: the clock that replaces the server's
+        cur = self._execute(_PICK.replace("{clock}", _CLOCK if clock is None else "%(now)s"),
+                            {"kinds": list(task_kinds), "me": incarnation(),
+                             "now": None if clock is None else float(clock())})
         links = self.conn.execute(_PICKED_LINKS.replace("{s}", self.s), (True,))
         self._sync()
         found = cur.fetchone()
@@ -685,6 +730,8 @@ class PostgresStore(StoreBackend):
             "idle_in_transaction_session_timeout": IDLE_IN_TRANSACTION_MS,
             **SERVER_KEEPALIVES})}
         self._local = threading.local()
+        # Leases this process holds, as its last committed write left them (kept_lease).
+        self._kept: dict[str, dict] = {}
         self._pool: ConnectionPool | None = None
         self._pid = -1
         self._mutex = threading.Lock()
@@ -710,6 +757,7 @@ class PostgresStore(StoreBackend):
         # alone; psycopg does not close a connection inherited across fork).
         with self._mutex:
             if self._pool is None or self._pid != os.getpid():
+                self._kept.clear()  # a forked child holds none of its parent's leases
                 self._pool = ConnectionPool(self.conninfo, kwargs=self._kwargs, min_size=1,
                                             max_size=self.pool_max, open=True, timeout=POOL_WAIT_S,
                                             name=f"dhp-{self.schema}")
@@ -826,8 +874,58 @@ class PostgresStore(StoreBackend):
                     return
                 with _pipelined_transaction(conn, sync, tx) as tx.pipeline:
                     yield tx
+                self._keep(tx)
             finally:
                 self._local.tx = None
+
+    def _keep(self, tx: PostgresTx) -> None:
+        """After a commit: keep the leases it left this process holding, drop the rest."""
+        with self._mutex:
+            for hid, (record, incarnation) in tx.wrote.items():
+                link = tx.last_link_known(hid)
+                if record["state"] != "claimed" or incarnation is None or link is False:
+                    self._kept.pop(hid, None)
+                    continue
+                if hid not in self._kept and len(self._kept) >= KEPT_CAP:
+                    self._kept.pop(next(iter(self._kept)))
+                self._kept[hid] = {"record": record, "owner_incarnation": incarnation,
+                                   "link": link}
+
+    def kept_lease(self, handoff_id: str) -> dict | None:
+        with self._mutex:
+            return self._kept.get(handoff_id) if self._pid == os.getpid() else None
+
+    def checkpoint_kept(self, handoff_id: str, kept: dict, record: dict, ttl: float,
+                        checkpoint: dict, text: str) -> bool:
+        # One round trip: BEGIN, the statement and COMMIT go out together (pipelined).
+        old = kept["record"]
+        link = kept["link"]
+        args = {"id": handoff_id, "owner": old["owner"], "fence": old["fence"],
+                "inc": kept["owner_incarnation"], "old_steps": old["steps"],
+                "old_spend": old["spend"], "budget": Jsonb(old["budget"]),
+                "last_hash": link[1] if link else None, "steps": record["steps"],
+                "spend": record["spend"], "ttl": ttl, "seq": checkpoint["seq"],
+                "hash": checkpoint["hash"], "text": text,
+                "clock": None if self.clock is None else self.clock()}
+        stamp = _CLOCK if self.clock is None else "%(clock)s::float8"
+        try:
+            with self.transaction() as tx:
+                cur = tx._execute(_CHECKPOINT_KEPT.replace("{stamp}", stamp), args)
+            found = cur.fetchone()
+        except BaseException:
+            with self._mutex:
+                self._kept.pop(handoff_id, None)
+            raise
+        with self._mutex:
+            if found is None:  # the row moved on: the full path reads it
+                self._kept.pop(handoff_id, None)
+                return False
+            now = found[0]
+            self._kept[handoff_id] = {
+                "record": dict(record, lease_expires_at=now + ttl, last_progress_at=now),
+                "owner_incarnation": kept["owner_incarnation"],
+                "link": (checkpoint["seq"], checkpoint["hash"])}
+        return True
 
     def announce_work(self) -> None:
         # This process's waiters at once (a signal handler may call this, even inside a
