@@ -190,7 +190,6 @@ RECORD_COLUMNS = ("state", "owner", "fence", "lease_expires_at", "attempts", "st
 _ROW_COLUMNS = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "owner_incarnation", "result",
                 "created_at", "updated_at")
 _CLOCK = "extract(epoch FROM clock_timestamp())::float8"
-_EXPIRED = "state = 'claimed' AND lease_due <= %s AND lease_expires_at <= %s"  # migration 4
 
 
 def _due_sql(key: str, deadline: str, now: str) -> str:
@@ -248,7 +247,7 @@ _LINKS = ("SELECT seq, hash, CASE WHEN %s AND n = 1 THEN record END FROM (SELECT
           "WHERE handoff_id = %s ORDER BY seq DESC LIMIT 2) AS last ORDER BY seq DESC")
 
 
-def _pick_sql() -> str:
+def _pick_sql(kinds: str) -> str:
     """claim_next's pick (PostgresTx.pick_next) in one statement: the first row of the
     first branch that has one, each branch an indexed scan, oldest dispatch first, that
     locks its row skipping rows others hold: partly done work (DHP-STM-013), then a claim
@@ -261,7 +260,6 @@ def _pick_sql() -> str:
     pipelined behind this one (_PICKED_LINKS). `{clock}`: the server's clock, or the test
     clock's reading that replaces it."""
     cols = ", ".join(_ROW_COLUMNS)
-    kinds = "task_kind = ANY(%(kinds)s)"
 
     def branch(pri: int, where: str) -> str:
         return (f"(SELECT {cols}, {pri} AS pri, NULL::float8 AS due FROM (SELECT {cols} "
@@ -295,7 +293,9 @@ def _pick_sql() -> str:
         f"AND {due} > {now})) LIMIT 1) AS p")
 
 
-_PICK = _pick_sql()
+# By the kinds' test: one kind (an equality, so that each branch reads its index in seq
+# order within the kind and stops at its first row), or any of several.
+_PICK = {True: _pick_sql("task_kind = %(kinds)s"), False: _pick_sql("task_kind = ANY(%(kinds)s)")}
 
 KEPT_CAP = 1024  # leases kept at most (kept_lease), the oldest dropped first
 
@@ -542,12 +542,7 @@ class PostgresTx(Tx):
             sql += " FOR UPDATE SKIP LOCKED"
         return [_row(r) for r in self._all(sql, args)]
 
-    # --- claim_next's scans: one indexed query each, skipping rows another writer holds ---
-
-    def _first(self, where: str, args: list, task_kinds: tuple[str, ...]) -> dict | None:
-        found = self._one(f"{self._select()} WHERE ({where}) AND task_kind = ANY(%s) "
-                          "ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED", [*args, list(task_kinds)])
-        return _row(found) if found else None
+    # --- claim_next's pick: one statement (_pick_sql) ---
 
     def pick_next(self, task_kinds: tuple[str, ...]) -> tuple[dict | None, bool,
                                                              float | None]:
@@ -555,8 +550,11 @@ class PostgresTx(Tx):
         # row's links, a statement of their own so that they see what the lock's previous
         # holder committed (as in get).
         clock = self.store.clock  # tests only: the clock that replaces the server's
-        cur = self._execute(_PICK.replace("{clock}", _CLOCK if clock is None else "%(now)s"),
-                            {"kinds": list(task_kinds), "me": incarnation(),
+        one = len(task_kinds) == 1
+        cur = self._execute(_PICK[one].replace("{clock}", _CLOCK if clock is None
+                                               else "%(now)s"),
+                            {"kinds": task_kinds[0] if one else list(task_kinds),
+                             "me": incarnation(),
                              "now": None if clock is None else float(clock())})
         links = self.conn.execute(_PICKED_LINKS.replace("{s}", self.s), (True,))
         self._sync()
@@ -569,30 +567,6 @@ class PostgresTx(Tx):
         row = _row(found[:n])
         self._links[row["handoff_id"]] = (picked_links, True)
         return row, found[n] == 1, None
-
-    def next_resumable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
-        # Written so that the planner reads handoffs_by_state for these two states only.
-        return self._first("state IN ('orphaned', 'released') "
-                           "AND (state = 'orphaned' OR steps > 0) "
-                           "AND (not_before IS NULL OR not_before <= %s) "
-                           f"OR {_EXPIRED}", [now, now, now],
-                           task_kinds)
-
-    def next_takeable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
-        return self._first("state IN ('pending', 'released', 'orphaned') "
-                           "AND (not_before IS NULL OR not_before <= %s) "
-                           f"OR {_EXPIRED}", [now, now, now],
-                           task_kinds)
-
-    def claimed_by(self, incarnation: str, task_kinds: tuple[str, ...]) -> dict | None:
-        return self._first("state = 'claimed' AND owner_incarnation = %s", [incarnation],
-                           task_kinds)
-
-    def next_due(self, task_kinds: tuple[str, ...], now: float) -> float | None:
-        due = "CASE WHEN state = 'claimed' THEN lease_expires_at ELSE not_before END"
-        return self._one(f"SELECT MIN({due}) FROM {{s}}.handoffs WHERE state IN ('pending', "
-                         "'released', 'orphaned', 'claimed') AND task_kind = ANY(%s) "
-                         f"AND {due} > %s", [list(task_kinds), now])[0]
 
     def owner_incarnations(self) -> list[str]:
         # One probe of the partial index per owner (a loose index scan), not a read of every
