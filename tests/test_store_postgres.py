@@ -105,8 +105,8 @@ def test_concurrent_openers_migrate_exactly_once(url, monkeypatch):
 def test_a_store_of_schema_3_upgrades_to_the_lower_bound_deadline_keys(url):
     """Migration 4 on a store as version 3 wrote it (no lease_due or progress_due, the
     lease and progress indexes on the deadlines themselves): every row and checkpoint is
-    kept, the keys start at the deadlines, and the scans for passed deadlines find the same
-    handoffs through the new indexes."""
+    kept, the keys start at the deadlines, the scans for passed deadlines find the same
+    handoffs through the new indexes, and partly done work has an index of its own."""
     clock = ManualClock()
     store = pg.PostgresStore(url, clock=clock)
     hids = [dhp.dispatch(store, "m4", {"i": i}, {}, progress_timeout_s=30) for i in range(4)]
@@ -136,6 +136,8 @@ def test_a_store_of_schema_3_upgrades_to_the_lower_bound_deadline_keys(url):
     assert sql(f"SELECT * FROM {s}.checkpoints ORDER BY handoff_id, seq") == checkpoints
     assert "lease_due" in sql("SELECT indexdef FROM pg_indexes WHERE schemaname = %s "
                               "AND indexname = 'handoffs_by_lease'", store.schema)[0][0]
+    assert sql("SELECT count(*) FROM pg_indexes WHERE schemaname = %s "
+               "AND indexname = 'handoffs_partly_done'", store.schema) == [(1,)]
     with store.transaction() as tx:
         assert [r["handoff_id"] for r in tx.select(expired_before=clock.now + 10)] == hids[:3]
         assert tx.stalled(clock.now + 31, 10) == hids[:3]

@@ -168,7 +168,9 @@ MIGRATIONS: list[str] = [
     # progress_due, lower bounds of lease_expires_at and last_progress_at +
     # progress_timeout_s that put_record moves only when they fall behind (_due_sql), and
     # pages are left 30% free for the new versions. A scan for passed deadlines asks for
-    # both bounds and misses none (as the SQLite store's migrations 6 and 8).
+    # both bounds and misses none (as the SQLite store's migrations 6 and 8). claim_next's
+    # first look, for partly done work, reads an index of the orphaned and released rows
+    # only (through handoffs_takeable it read every pending row of the kind).
     """
     ALTER TABLE {s}.handoffs ADD COLUMN lease_due double precision,
         ADD COLUMN progress_due double precision;
@@ -179,6 +181,8 @@ MIGRATIONS: list[str] = [
     DROP INDEX {s}.handoffs_by_progress_deadline;
     CREATE INDEX handoffs_by_progress_deadline ON {s}.handoffs (progress_due)
         WHERE state = 'claimed' AND progress_due IS NOT NULL;
+    CREATE INDEX handoffs_partly_done ON {s}.handoffs (task_kind, seq)
+        WHERE state IN ('orphaned', 'released');
     ALTER TABLE {s}.handoffs SET (fillfactor = 70)
     """,
 ]
