@@ -116,6 +116,7 @@ def test_a_store_of_schema_3_upgrades_to_the_lower_bound_deadline_keys(url):
     store.close()
     s = f'"{store.schema}"'
     sql(f"DROP INDEX {s}.handoffs_by_lease; DROP INDEX {s}.handoffs_by_progress_deadline; "
+        f"DROP INDEX {s}.handoffs_partly_done; "
         f"ALTER TABLE {s}.handoffs DROP COLUMN lease_due, DROP COLUMN progress_due, "
         "RESET (fillfactor); "
         f"CREATE INDEX handoffs_by_lease ON {s}.handoffs (lease_expires_at) "
