@@ -343,3 +343,50 @@ class Run:
                        "fsync_per_s": {"start": rates[0], "end": rates[1],
                                        "min": min(rates), "max": max(rates)}}}
         emit(out)
+
+
+def backend_cpu_s(conn) -> float:
+    """CPU seconds (user + system, from /proc) of the server processes serving the database
+    of `conn` (a psycopg connection to it), this connection's own process left out: the
+    server's work for the clients of that database, read on the server's host."""
+    pids = [r[0] for r in conn.execute(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+        "AND pid <> pg_backend_pid()")]
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended since
+        total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+_DB_COUNTERS = ("xact_commit", "tup_returned", "tup_fetched", "tup_inserted", "tup_updated",
+                "tup_deleted")
+
+
+def db_counters(conn, settle_s: float = 1.5) -> dict[str, int]:
+    """pg_stat_database's counters of the database of `conn`, read once they stop moving
+    (sessions report theirs within about a second of going idle), waiting up to 10 s."""
+    last = None
+    deadline = time.monotonic() + 10
+    while True:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        now = dict(zip(_DB_COUNTERS, conn.execute(
+            f"SELECT {', '.join(_DB_COUNTERS)} FROM pg_stat_database "
+            "WHERE datname = current_database()").fetchone(), strict=True))
+        if now == last or time.monotonic() > deadline:
+            return now
+        last = now
+        time.sleep(settle_s)
+
+
+def per_unit(before: dict[str, int], after: dict[str, int], n: int) -> dict[str, float]:
+    """Server work per unit from two db_counters readings: commits, rows read, rows written."""
+    d = {k: after[k] - before[k] for k in before}
+    return {"commits": round(d["xact_commit"] / n, 2),
+            "rows_read": round((d["tup_returned"] + d["tup_fetched"]) / n, 1),
+            "rows_written": round((d["tup_inserted"] + d["tup_updated"] + d["tup_deleted"]) / n,
+                                  2)}

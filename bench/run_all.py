@@ -52,11 +52,12 @@ BENCHMARKS: dict[str, list[str]] = {
     "group_commit": ["group_commit.py"],
     "group_commit_slow": ["group_commit.py", "--flush-ms", "5"],
     "validate": ["validate_bench.py"],
+    "fleet_pg": ["fleet_pg.py"],
 }
 
 # sides include ours_pg
 USES_POSTGRES = {"failover", "throughput", "claim_latency", "pickup_latency", "mcp",
-                 "worker_concurrency"}
+                 "worker_concurrency", "fleet_pg"}
 
 
 def cpu_model() -> str:

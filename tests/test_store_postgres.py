@@ -102,6 +102,84 @@ def test_concurrent_openers_migrate_exactly_once(url, monkeypatch):
         dhp.Store(url)
 
 
+def _as_version_3(s: str) -> None:
+    """Undo migrations 6 (lower-bound keys, fillfactor), 5 (chain heads) and 4 (failure
+    records): the schema `s` (quoted) as version 3 wrote it."""
+    sql(f"DROP INDEX {s}.handoffs_by_lease; DROP INDEX {s}.handoffs_by_progress_deadline; "
+        f"DROP INDEX {s}.handoffs_partly_done; "
+        f"ALTER TABLE {s}.handoffs DROP COLUMN lease_due, DROP COLUMN progress_due, "
+        "DROP COLUMN chain_seq, DROP COLUMN chain_hash, RESET (fillfactor); "
+        f"DROP TABLE {s}.failures; "
+        f"CREATE INDEX handoffs_by_lease ON {s}.handoffs (lease_expires_at) "
+        "WHERE state = 'claimed'; "
+        f"CREATE INDEX handoffs_by_progress_deadline ON {s}.handoffs "
+        "((last_progress_at + progress_timeout_s)) "
+        "WHERE state = 'claimed' AND progress_timeout_s IS NOT NULL; "
+        f"UPDATE {s}.meta SET value = '3' WHERE key = 'schema_version'")
+
+
+def test_a_store_of_schema_3_upgrades_to_the_lower_bound_deadline_keys(url):
+    """Migration 6 (with 4 and 5) on a store as version 3 wrote it (no lease_due or
+    progress_due, the lease and progress indexes on the deadlines themselves): every row and checkpoint is
+    kept, the keys start at the deadlines, the scans for passed deadlines find the same
+    handoffs through the new indexes, and partly done work has an index of its own."""
+    clock = ManualClock()
+    store = pg.PostgresStore(url, clock=clock)
+    hids = [dhp.dispatch(store, "m4", {"i": i}, {}, progress_timeout_s=30) for i in range(4)]
+    for i, hid in enumerate(hids[:3]):
+        ctx = dhp.claim(store, hid, f"w{i}", ttl=10, heartbeat_interval=0)
+        ctx.checkpoint({"n": i})
+    store.close()
+    s = f'"{store.schema}"'
+    _as_version_3(s)
+    before = sql(f"SELECT * FROM {s}.handoffs ORDER BY seq")
+    checkpoints = sql(f"SELECT * FROM {s}.checkpoints ORDER BY handoff_id, seq")
+    store = pg.PostgresStore(url, clock=clock)
+    assert store.schema_version() == pg.SCHEMA_VERSION == 6
+    after = sql(f"SELECT * FROM {s}.handoffs ORDER BY seq")
+    assert [row[:-4] for row in after] == before  # + chain_seq, chain_hash, the two keys
+    assert sql(f"SELECT lease_due, progress_due FROM {s}.handoffs ORDER BY seq") == sql(
+        f"SELECT lease_expires_at, last_progress_at + progress_timeout_s FROM {s}.handoffs "
+        "ORDER BY seq")
+    assert sql(f"SELECT * FROM {s}.checkpoints ORDER BY handoff_id, seq") == checkpoints
+    assert "lease_due" in sql("SELECT indexdef FROM pg_indexes WHERE schemaname = %s "
+                              "AND indexname = 'handoffs_by_lease'", store.schema)[0][0]
+    assert sql("SELECT count(*) FROM pg_indexes WHERE schemaname = %s "
+               "AND indexname = 'handoffs_partly_done'", store.schema) == [(1,)]
+    with store.transaction() as tx:
+        assert [r["handoff_id"] for r in tx.select(expired_before=clock.now + 10)] == hids[:3]
+        assert tx.stalled(clock.now + 31, 10) == hids[:3]
+        assert tx.stalled(clock.now + 29, 10) == []
+    clock.now += 11  # every lease has expired: claim_next takes the oldest one first
+    assert dhp.claim_next(store, "m4", "w9", heartbeat_interval=0).handoff_id == hids[0]
+    store.close()
+
+
+def test_a_checkpoint_moves_the_lease_key_only_when_it_falls_behind(url):
+    """lease_due stays while it is a lower bound at least half the lease's remaining time
+    away (no index entry to write: the update can be HOT), and moves to the lease's end
+    once it falls behind that; the scans never miss an expired lease."""
+    clock = ManualClock()
+    store = pg.PostgresStore(url, clock=clock)
+    hid = dhp.dispatch(store, "due", {}, {})
+    ctx = dhp.claim(store, hid, "w1", ttl=10, heartbeat_interval=0)
+
+    def keys():
+        return sql(f'SELECT lease_due, lease_expires_at FROM "{store.schema}".handoffs')[0]
+
+    assert keys() == (1010.0, 1010.0)
+    clock.now += 2
+    ctx.checkpoint({"n": 1})
+    assert keys() == (1010.0, 1012.0)  # 1010 is past 1002 + 10/2: kept
+    clock.now += 4
+    ctx.checkpoint({"n": 2})
+    assert keys() == (1016.0, 1016.0)  # 1010 is before 1006 + 10/2: moved
+    with store.transaction() as tx:
+        assert tx.select(expired_before=1015.9) == []
+        assert len(tx.select(expired_before=1016)) == 1
+    store.close()
+
+
 def _hold_row(store, hid: str, held: threading.Event, release: threading.Event):
     """A write transaction that holds the handoff's row lock until `release`."""
     with store.transaction() as tx:
@@ -309,10 +387,19 @@ def _round_trips(trace: Path) -> int:
     return trips
 
 
-def test_a_fenced_write_and_a_recover_are_two_round_trips(url, tmp_path):
+def _traced(store: pg.PostgresStore, trace: Path) -> Path:
+    """Trace the protocol of the store's one pooled connection into `trace`."""
+    with store._pool_here().connection() as conn:
+        conn.pgconn.trace(os.open(trace, os.O_WRONLY | os.O_CREAT))
+        conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+    return trace
+
+
+def test_a_recover_and_a_completion_are_two_round_trips_a_checkpoint_one(url, tmp_path):
     """Under load every round trip waits for the server's process to be scheduled: their
     number is what failover costs (kill -9 to the standby's first checkpoint is a recover,
-    a read of the last checkpoint and a checkpoint). Counted in the protocol trace of the
+    a read of the last checkpoint and a checkpoint). A checkpoint of a lease this process
+    took is one compare-and-set (checkpoint_kept). Counted in the protocol trace of the
     store's one pooled connection."""
     from backends import dead_owner_token
 
@@ -321,10 +408,7 @@ def test_a_fenced_write_and_a_recover_are_two_round_trips(url, tmp_path):
     dhp.claim(store, hid, "w1", heartbeat_interval=0).checkpoint({"n": 1})
     with store.transaction() as tx:  # the owner's process dies
         tx.put_record(hid, tx.get(hid)["record"], dead_owner_token(store))
-    trace = tmp_path / "trace"
-    with store._pool_here().connection() as conn:
-        conn.pgconn.trace(os.open(trace, os.O_WRONLY | os.O_CREAT))
-        conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+    trace = _traced(store, tmp_path / "trace")
     trips = []
 
     def counted(step):
@@ -337,11 +421,74 @@ def test_a_fenced_write_and_a_recover_are_two_round_trips(url, tmp_path):
     counted(lambda: dhp.last_checkpoint(store, hid))
     counted(lambda: ctx.checkpoint({"n": 2}))
     counted(lambda: ctx.complete({}))
-    assert trips == [2, 1, 2, 2]  # complete uses the output schema verified at the take
+    assert trips == [2, 1, 1, 2]  # complete uses the output schema verified at the take
     assert dhp.status(store, hid)["state"] == "completed"
     with store._pool_here().connection() as conn:
         conn.pgconn.untrace()
     store.close()
+
+
+def test_claim_next_is_two_round_trips_picking_in_one_statement(url, tmp_path):
+    """claim_next picks, locks and probes in one statement (PostgresTx.pick_next): one round
+    trip for the pick (with BEGIN and the picked row's links), one for the take and COMMIT,
+    whether it takes fresh work, partly done work or a dead owner's (with nothing to take,
+    the pick returns next_due and COMMIT ends the empty transaction)."""
+    from backends import dead_owner_token
+
+    store = pg.PostgresStore(url, pool_max=1)
+    fresh, partly, dead = (dhp.dispatch(store, "pick", {"i": i}, {}) for i in range(3))
+    ctx = dhp.claim(store, partly, "w0", heartbeat_interval=0)
+    ctx.checkpoint({"n": 1})
+    ctx.release()
+    dhp.claim(store, dead, "w0", heartbeat_interval=0)
+    with store.transaction() as tx:  # its owner's process dies
+        tx.put_record(dead, tx.get(dead)["record"], dead_owner_token(store))
+    trace = _traced(store, tmp_path / "trace")
+    taken, trips = [], []
+    for _ in range(4):
+        before = _round_trips(trace)
+        ctx = dhp.claim_next(store, "pick", "w1", heartbeat_interval=0)
+        trips.append(_round_trips(trace) - before)
+        taken.append(ctx and ctx.handoff_id)
+    assert taken == [partly, dead, fresh, None]
+    assert trips == [2, 2, 2, 2]
+    with store._pool_here().connection() as conn:
+        conn.pgconn.untrace()
+    store.close()
+
+
+def test_a_kept_lease_whose_row_moved_on_takes_the_full_path(url):
+    """checkpoint_kept writes only while the row and its last link are as this process
+    left them and the lease is live on the store's clock; otherwise nothing is written by
+    it and the full path decides on the stored row: a cancel by another process, a lease
+    expired on the store's clock, a budget cap, a removed last link."""
+    clock = ManualClock()
+    store = pg.PostgresStore(url, clock=clock)
+    other = pg.PostgresStore(url, clock=clock)  # another process: keeps nothing of ours
+    ids = [dhp.dispatch(store, "kept", {"i": i}, {}, budget={"max_steps": 3})
+           for i in range(4)]
+    ctxs = [dhp.claim(store, hid, "w1", ttl=10, heartbeat_interval=0) for hid in ids]
+    for ctx in ctxs:
+        ctx.checkpoint({"n": 1})
+        assert store.kept_lease(ctx.handoff_id)["link"][0] == 1
+    dhp.cancel(other, ids[0])
+    with pytest.raises(dhp.Cancelled):
+        ctxs[0].checkpoint({"n": 2})
+    clock.now += 10  # the lease has expired on the store's clock, not on the kept record
+    with pytest.raises(LeaseLost):
+        ctxs[1].checkpoint({"n": 2})
+    clock.now -= 10
+    ctxs[2].checkpoint({"n": 2})
+    ctxs[2].checkpoint({"n": 3})
+    with pytest.raises(dhp.BudgetExceeded):  # the 4th step: to the DLQ, by the full path
+        ctxs[2].checkpoint({"n": 4})
+    assert dhp.status(store, ids[2])["state"] == "dead_lettered"
+    sql(f'DELETE FROM "{store.schema}".checkpoints WHERE handoff_id = %s', ids[3])
+    # Not seq 2 linked to the removed record: the full path reads the links there are.
+    assert ctxs[3].checkpoint({"n": 2})["seq"] == 1
+    assert [len(dhp.checkpoints(store, hid)) for hid in ids] == [1, 1, 3, 1]
+    store.close()
+    other.close()
 
 
 @pytest.mark.covers("DHP-SRV-009")
@@ -396,7 +543,7 @@ def test_owner_incarnations_are_the_distinct_owners_of_claimed_handoffs(url):
 
 
 def test_a_store_of_schema_3_upgrades_to_failure_records(url):
-    """Postgres migrations 4 and 5: a new table and the chain heads; every handoff and
+    """Postgres migrations 4 to 6 (a new table, the chain heads, the keys); every handoff and
     checkpoint of a store at version 3 is kept, each status now with no failure, and a failed
     attempt is then recorded."""
     store = dhp.Store(url)
@@ -411,11 +558,9 @@ def test_a_store_of_schema_3_upgrades_to_failure_records(url):
               for h in (done, claimed, pending)}
     schema = store.schema
     store.close()
-    sql(f'ALTER TABLE "{schema}".handoffs DROP COLUMN chain_seq, DROP COLUMN chain_hash')
-    sql(f'DROP TABLE "{schema}".failures')
-    sql(f"UPDATE \"{schema}\".meta SET value = '3' WHERE key = 'schema_version'")
+    _as_version_3(f'"{schema}"')
     store = dhp.Store(url)
-    assert store.schema_version() == pg.SCHEMA_VERSION == 5
+    assert store.schema_version() == pg.SCHEMA_VERSION == 6
     for hid, (status, records) in before.items():
         now = dhp.status(store, hid)
         assert now["failures"] == [] and now["state"] == status["state"]

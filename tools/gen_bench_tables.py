@@ -408,6 +408,38 @@ def claim_latency(r: dict) -> str:
                   "full / empty p50, per window"], rows)
 
 
+def fleet_pg(r: dict) -> str:
+    def side(x: dict) -> str:
+        return f"{num(x['median'])} [{num(x['min'])}–{num(x['max'])}]"
+
+    rows = []
+    targets = {"units": 1.5, "steps": 3.0}
+    for label, fig, per, target in (
+            *((f"{num(r['units'])} small units, {p} worker process{'es' if p != '1' else ''}",
+               f, "unit", targets["units"]) for p, f in r["procs"].items()),
+            (f"one unit of {num(r['steps'])} steps of 100 B", r["one_unit"], "step",
+             targets["steps"])):
+        rate = f"{per}s_per_s"
+        cpu = f"server_cpu_ms_per_{per}"
+        rows.append([label, f"{side(fig['dhp_' + rate])} {per}s/s",
+                     f"{side(fig['dbos_' + rate])} {per}s/s", ratio(fig["rate_x_dbos"]),
+                     met(fig["rate_x_dbos"]["median"] >= target),
+                     f"{num(fig['dhp_' + cpu]['median'])} / {num(fig['dbos_' + cpu]['median'])}",
+                     ratio(fig["server_cpu_x_dbos"]),
+                     met(fig["server_cpu_x_dbos"]["median"] <= 1)])
+    work = [[f"{p} process{'es' if p != '1' else ''}", *(
+        f"{w[s]['commits']} commits, {w[s]['rows_read']} rows read, "
+        f"{w[s]['rows_written']} rows written" for s in ("dhp", "dbos"))]
+        for p, f in r["procs"].items() if (w := f.get("work_per_unit"))]
+    text = table(["run", "DHP", "DBOS", "DHP / DBOS, per window", "target (≥ 1.5× units, "
+                  "≥ 3× steps)", "server CPU ms per unit, DHP / DBOS", "CPU ratio, per window",
+                  "CPU ≤ DBOS"], rows)
+    if work:
+        text += "\n\nServer work per unit (pg_stat_database, median of the windows):\n\n" + \
+            table(["", "DHP", "DBOS"], work)
+    return text
+
+
 def _cost_cell(row: dict, key: str) -> str:
     """One side's figure in the write cost table: CPU with its spread, or WAL bytes."""
     if key == "cpu":
@@ -476,7 +508,7 @@ RENDER: dict[str, Callable[[dict], str]] = {
     "mcp": mcp, "server_load": server_load, "throughput": throughput,
     "claim_latency": claim_latency, "validate": validate,
     "write_cost": write_cost, "group_commit": group_commit,
-    "group_commit_slow": group_commit}
+    "group_commit_slow": group_commit, "fleet_pg": fleet_pg}
 
 
 # ------------------------------------------------------------------ the README

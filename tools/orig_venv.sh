@@ -8,22 +8,4 @@
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-venv="${DHP_ORIG_VENV:-$repo_root/.venv-orig}"
-py="$venv/bin/python"
-want="1.3.0"
-
-installed() {
-    [ -x "$py" ] && "$py" - "$want" <<'PY' >/dev/null 2>&1
-import sys
-from importlib.metadata import version
-sys.exit(0 if version("dhp-protocol") == sys.argv[1] else 1)
-PY
-}
-
-if ! installed; then
-    echo "orig_venv: installing dhp-protocol==$want into $venv" >&2
-    "${PYTHON:-python3}" -m venv "$venv" >&2
-    "$py" -m pip install --quiet "dhp-protocol==$want" >&2
-    installed || { echo "orig_venv: dhp-protocol==$want did not install" >&2; exit 1; }
-fi
-echo "$py"
+exec "$repo_root/tools/pinned_venv.sh" dhp-protocol 1.3.0 "${DHP_ORIG_VENV:-$repo_root/.venv-orig}"

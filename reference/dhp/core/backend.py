@@ -180,6 +180,15 @@ class Tx(ABC):
     def owner_incarnations(self) -> list[str]:
         """The distinct liveness tokens of the owners of claimed handoffs."""
 
+    def pick_next(self, task_kinds: tuple[str, ...]) -> tuple[dict | None, bool,
+                                                             float | None] | None:
+        """What claim_next takes next, picked and locked by one statement that reads the
+        store's clock and probes owners' liveness itself (then `store.now()` is the clock
+        it read after the lock): `(row, owner_dead, None)`, or `(None, False, due)` with
+        the instant the next row falls due (next_due). None (the default) when the backend
+        has no such statement: claim_next then runs the scans below."""
+        return None
+
     # The three scans of claim_next (operations.take_next). These defaults are correct on
     # any backend; a backend overrides them with one indexed query each.
 
@@ -287,6 +296,22 @@ class StoreBackend(ABC):
     def storage_check(self) -> list[str]:
         """Problems the storage engine finds in its own files (empty when sound); the chain
         check of the records on top of it is operations.check_integrity."""
+
+    def kept_lease(self, handoff_id: str) -> dict | None:
+        """The row of a lease this process holds, as its own last committed write left it:
+        {"record", "owner_incarnation", "link": (seq, hash) of the last checkpoint or None},
+        or None when not kept (the default: a backend that keeps none)."""
+        return None
+
+    def checkpoint_kept(self, handoff_id: str, kept: dict, record: dict, ttl: float,
+                        checkpoint: dict, text: str) -> bool:
+        """Store `checkpoint` (its JSON `text`) and `record`, the checkpoint's outcome of the
+        kept row `kept` (kept_lease), in one step, only if the stored row and its last
+        link are still the kept ones and, on the store's clock, the lease is live and the
+        wall-clock cap not passed; the record's lease end and last progress are then that
+        clock's now + ttl and now. True when stored; False (nothing changed) otherwise, and
+        the caller takes the full path. The default stores nothing."""
+        return False
 
     def announce_work(self) -> None:
         """Wake this store's waiters (work_waiter) in every process, outside any transaction:

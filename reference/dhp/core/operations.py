@@ -212,19 +212,17 @@ def _take_next_once(backend: StoreBackend, kinds: tuple[str, ...], worker: str,
     """One look: (the taken row, None), or (None, seconds until something falls due)."""
     token = backend.liveness.token() if backend.liveness else None
     with backend.transaction() as tx:
-        now = backend.now()
         while True:
             # Partly done work first, then a dead owner's (whatever the backlog), then fresh
-            # work (DHP-STM-013, DHP-SCH-008); each scan reads an index, oldest first.
-            row, op = tx.next_resumable(kinds, now), {"name": "claim"}
+            # work (DHP-STM-013, DHP-SCH-008), oldest first: one statement on a backend that
+            # has it (Tx.pick_next), else one indexed scan each.
+            picked = tx.pick_next(kinds)
+            now = backend.now()
+            row, dead, due = picked if picked is not None else _scan_next(backend, tx, kinds,
+                                                                          now)
             if row is None:
-                row, op = _dead_owners_row(backend, tx, kinds), {"name": "recover",
-                                                                 "owner_dead": True}
-            if row is None:
-                row, op = tx.next_takeable(kinds, now), {"name": "claim"}
-            if row is None:
-                due = tx.next_due(kinds, now)
                 return None, None if due is None else max(0.0, due - now)
+            op = {"name": "recover", "owner_dead": True} if dead else {"name": "claim"}
             outcome = machine.decide(row["record"], dict(op, worker=worker, ttl=ttl), now)
             if not outcome.changed:
                 raise Internal(f"claim_next picked {row['handoff_id']} but could not take it: "
@@ -288,6 +286,19 @@ def _check_head(hid: str, head: tuple[int, str] | None, last: dict | None) -> No
             f"{hid}: the handoff's row records checkpoint seq {head[0]} ({head[1]}) as the "
             f"last one, but the checkpoints hold {found}: the checkpoints were rolled back "
             "or replaced in the store", requirement="DHP-SEC-010")
+
+
+def _scan_next(backend: StoreBackend, tx: Any, kinds: tuple[str, ...],
+               now: float) -> tuple[dict | None, bool, float | None]:
+    """Tx.pick_next's answer from the three scans."""
+    row = tx.next_resumable(kinds, now)
+    if row is not None:
+        return row, False, None
+    row = _dead_owners_row(backend, tx, kinds)
+    if row is not None:
+        return row, True, None
+    row = tx.next_takeable(kinds, now)
+    return (row, False, None) if row is not None else (None, False, tx.next_due(kinds, now))
 
 
 def _dead_owners_row(backend: StoreBackend, tx: Any, kinds: tuple[str, ...]) -> dict | None:
@@ -355,6 +366,11 @@ def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *
                            requirement="DHP-SCH-003")
     ttl = backend.ttl if ttl is None else check_seconds("ttl", ttl)
     sync = sync or WRITE_SYNC.get(name, "commit")
+    if name == "checkpoint":
+        made = _kept_checkpoint(backend, hid, worker, fence, ttl, spend, state, text,
+                                incarnation)
+        if made is not None:
+            return made
     with backend.transaction(sync=sync) as tx:
         row = tx.get(hid, envelope=False)
         now = backend.now()
@@ -386,6 +402,32 @@ def write(backend: StoreBackend, hid: str, name: str, worker: str, fence: int, *
             tx.put_record(hid, outcome.record, row["owner_incarnation"] if keep else None)
     _raise(outcome, hid)
     return made
+
+
+def _kept_checkpoint(backend: StoreBackend, hid: str, worker: str, fence: int, ttl: float,
+                     spend: int | float, state: Any, text: bytes,
+                     incarnation: str | None) -> dict | None:
+    """A checkpoint decided on the row this process last wrote (backend.kept_lease) and
+    stored by one compare-and-set (backend.checkpoint_kept), or None: then nothing was
+    written and write takes the full path, which decides on the stored row. The rules are
+    machine.decide's; the ones that depend on the clock (a live lease, the wall-clock cap)
+    the store applies with its own clock in the same statement, so they are judged here at
+    the row's last progress, an instant the lease was live."""
+    kept = backend.kept_lease(hid)
+    if kept is None or incarnation is not None \
+            and kept["owner_incarnation"] not in (None, incarnation):
+        return None
+    record = kept["record"]
+    op = {"name": "checkpoint", "worker": worker, "fence": fence, "ttl": ttl, "spend": spend}
+    outcome = machine.decide(record, op, record["last_progress_at"])
+    if not outcome.accepted:
+        return None
+    seq, prev = kept["link"] or (0, hid)
+    made, made_text = chain.checkpoint_and_text(hid, seq + 1, fence, state, spend, prev,
+                                                state_text=text)
+    if backend.checkpoint_kept(hid, kept, outcome.record, ttl, made, made_text):
+        return made
+    return None
 
 
 def result_problems(backend: StoreBackend, hid: str, result: Any) -> list[dict] | None:

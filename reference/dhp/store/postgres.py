@@ -20,7 +20,12 @@ they are what failover and throughput cost. A write transaction runs in pipeline
 travels with its first statement, the writes with COMMIT); the statement that locks a row
 also reads the server's clock and, for a claimed row, probes its owner's liveness lock, and
 the last checkpoint links come back in the same round trip. A fenced write (checkpoint,
-heartbeat, complete) and a recover are two round trips each; a read is one statement.
+heartbeat, complete), a recover and a claim_next are two round trips each (claim_next's
+pick, with its scans and liveness probes, is one statement: _pick_sql); a read is one
+statement. A checkpoint of a lease this process holds is one: the store keeps the row its
+last write left (kept_lease), the rules are decided on it, and one statement updates the
+row only if it is still that row, with a live lease on the server's clock
+(checkpoint_kept); if not, nothing is written and the full path reads the row.
 
 Connections. A psycopg_pool pool per process (re-made in a forked child). A connection error
 or a statement timeout is `unavailable` (retryable, outcome unknown): the broken connection is
@@ -61,6 +66,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from dhp.core import failures, journal
 from dhp.core.backend import DEFAULT_TTL, SYNCS, StoreBackend, Tx
 from dhp.core.errors import Internal, Unavailable
+from dhp.store.liveness import incarnation
 from dhp.store.missing import no_store
 from dhp.store.pg_doorbell import PgDoorbell, Waiter, channel_for
 from dhp.store.pg_liveness import PgLiveness, advisory_key, probe_sql
@@ -181,6 +187,28 @@ MIGRATIONS: list[str] = [
     UPDATE {s}.handoffs AS h SET (chain_seq, chain_hash) = (SELECT seq, hash
         FROM {s}.checkpoints AS c WHERE c.handoff_id = h.id ORDER BY seq DESC LIMIT 1)
     """,
+    # 6: a checkpoint or a heartbeat can be a HOT update (the row's new version on its page,
+    # no index touched): the lease and progress-deadline indexes key on lease_due and
+    # progress_due, lower bounds of lease_expires_at and last_progress_at +
+    # progress_timeout_s that put_record moves only when they fall behind (_due_sql), and
+    # pages are left 30% free for the new versions. A scan for passed deadlines asks for
+    # both bounds and misses none (as the SQLite store's migrations 6 and 8). claim_next's
+    # first look, for partly done work, reads an index of the orphaned and released rows
+    # only (through handoffs_takeable it read every pending row of the kind).
+    """
+    ALTER TABLE {s}.handoffs ADD COLUMN lease_due double precision,
+        ADD COLUMN progress_due double precision;
+    UPDATE {s}.handoffs SET lease_due = lease_expires_at,
+        progress_due = last_progress_at + progress_timeout_s;
+    DROP INDEX {s}.handoffs_by_lease;
+    CREATE INDEX handoffs_by_lease ON {s}.handoffs (lease_due) WHERE state = 'claimed';
+    DROP INDEX {s}.handoffs_by_progress_deadline;
+    CREATE INDEX handoffs_by_progress_deadline ON {s}.handoffs (progress_due)
+        WHERE state = 'claimed' AND progress_due IS NOT NULL;
+    CREATE INDEX handoffs_partly_done ON {s}.handoffs (task_kind, seq)
+        WHERE state IN ('orphaned', 'released');
+    ALTER TABLE {s}.handoffs SET (fillfactor = 70)
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -190,6 +218,16 @@ RECORD_COLUMNS = ("state", "owner", "fence", "lease_expires_at", "attempts", "st
 _ROW_COLUMNS = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "owner_incarnation", "result",
                 "created_at", "updated_at")
 _CLOCK = "extract(epoch FROM clock_timestamp())::float8"
+
+
+def _due_sql(key: str, deadline: str, now: str) -> str:
+    """The new index key of a deadline (migration 4), as the SQLite store's _due_key: the
+    old key `key` kept while it is a lower bound of the new `deadline` at least half the
+    deadline's remaining time away, else the deadline. A worker writing more often than
+    that (heartbeats every ttl/3) never shows in a scan for passed deadlines before its
+    deadline has passed, and a run of checkpoints moves the key once per half."""
+    return (f"CASE WHEN {deadline} IS NULL OR {key} IS NULL OR NOT {key} BETWEEN {now} + "
+            f"({deadline} - {now}) / 2 AND {deadline} THEN {deadline} ELSE {key} END")
 
 
 def _dumps(obj: object) -> str:
@@ -219,6 +257,12 @@ def _record_values(record: dict) -> list:
     return [Jsonb(record[k]) if k == "budget" else record[k] for k in RECORD_COLUMNS]
 
 
+def _due_keys(record: dict) -> tuple[float | None, float | None]:
+    """lease_due and progress_due of a new row: its deadlines (migration 4)."""
+    last, timeout = record["last_progress_at"], record["progress_timeout_s"]
+    return record["lease_expires_at"], None if last is None or timeout is None else last + timeout
+
+
 def _options(settings: dict[str, Any]) -> str:
     return " ".join(f"-c {k}={v}" for k, v in settings.items())
 
@@ -229,6 +273,82 @@ def _options(settings: dict[str, Any]) -> str:
 _LINKS = ("SELECT seq, hash, CASE WHEN %s AND n = 1 THEN record END FROM (SELECT seq, hash, "
           "record, row_number() OVER (ORDER BY seq DESC) AS n FROM {s}.checkpoints "
           "WHERE handoff_id = %s ORDER BY seq DESC LIMIT 2) AS last ORDER BY seq DESC")
+
+
+def _pick_sql(kinds: str) -> str:
+    """claim_next's pick (PostgresTx.pick_next) in one statement: the first row of the
+    first branch that has one, each branch an indexed scan, oldest dispatch first, that
+    locks its row skipping rows others hold: partly done work (DHP-STM-013), then a claim
+    whose owner's liveness lock is free (DHP-SCH-008; the owners are read by a loose index
+    scan and probed as owner_dead does), then any other takeable row (DHP-STM-009); else a
+    row of NULLs carrying next_due. UNION ALL under LIMIT 1 stops at the first branch with
+    a row, so the later scans and probes run only when the earlier find nothing. The
+    server's clock is read once for the eligibility tests and again as the row comes out,
+    after its lock; the picked id is left in a transaction setting for the links statement
+    pipelined behind this one (_PICKED_LINKS). `{clock}`: the server's clock, or the test
+    clock's reading that replaces it."""
+    cols = ", ".join(_ROW_COLUMNS)
+
+    def branch(pri: int, where: str) -> str:
+        return (f"(SELECT {cols}, {pri} AS pri, NULL::float8 AS due FROM (SELECT {cols} "
+                f"FROM {{s}}.handoffs WHERE ({where}) AND {kinds} ORDER BY seq LIMIT 1 "
+                "FOR UPDATE SKIP LOCKED) AS b)")
+
+    # The clock as a parameter of the plan (an InitPlan), which index scans can compare.
+    now = "(SELECT t FROM c)"
+    expired = f"state = 'claimed' AND lease_due <= {now} AND lease_expires_at <= {now}"
+    eligible = f"(not_before IS NULL OR not_before <= {now})"
+    due = "CASE WHEN state = 'claimed' THEN lease_expires_at ELSE not_before END"
+    nulls = ", ".join(["NULL"] * len(_ROW_COLUMNS))
+    return (
+        "WITH RECURSIVE c AS (SELECT {clock} AS t), owners(o) AS ((SELECT "
+        "owner_incarnation FROM {s}.handoffs WHERE state = 'claimed' AND owner_incarnation "
+        "IS NOT NULL ORDER BY 1 LIMIT 1) UNION ALL SELECT (SELECT owner_incarnation FROM "
+        "{s}.handoffs WHERE state = 'claimed' AND owner_incarnation > o ORDER BY 1 LIMIT 1) "
+        f"FROM owners WHERE o IS NOT NULL) SELECT p.*, {_CLOCK}, "
+        "set_config('dhp.picked', coalesce(p.id, ''), true) FROM ("
+        + branch(0, "state IN ('orphaned', 'released') AND (state = 'orphaned' OR steps > 0) "
+                    f"AND {eligible} OR {expired}")
+        + " UNION ALL "
+        + branch(1, "state = 'claimed' AND owner_incarnation IN (SELECT o FROM owners WHERE "
+                    "o IS NOT NULL AND o <> %(me)s AND o ~ '^[0-9a-f]{32}$' AND "
+                    f"{probe_sql('o')})")
+        + " UNION ALL "
+        # An expired claim is branch 0's: one this branch could lock, that one would have.
+        + branch(2, f"state IN ('pending', 'released', 'orphaned') AND {eligible}")
+        + f" UNION ALL (SELECT {nulls}, 3, (SELECT MIN({due}) FROM {{s}}.handoffs WHERE "
+        f"state IN ('pending', 'released', 'orphaned', 'claimed') AND {kinds} "
+        f"AND {due} > {now})) LIMIT 1) AS p")
+
+
+# By the kinds' test: one kind (an equality, so that each branch reads its index in seq
+# order within the kind and stops at its first row), or any of several.
+_PICK = {True: _pick_sql("task_kind = %(kinds)s"), False: _pick_sql("task_kind = ANY(%(kinds)s)")}
+
+KEPT_CAP = 1024  # leases kept at most (kept_lease), the oldest dropped first
+
+# A checkpoint of a kept lease (PostgresStore.checkpoint_kept) in one statement: the row is
+# updated only if it is still as kept (owner, fence, incarnation, steps, spend, budget) with
+# the same last link, its lease live and its wall-clock cap not passed on the server's
+# clock (or the test clock); the record is inserted only with that update.
+_CHECKPOINT_KEPT = (
+    "WITH c AS (SELECT {stamp} AS t), u AS (UPDATE {{s}}.handoffs AS h SET "
+    "steps = %(steps)s, spend = %(spend)s, lease_expires_at = c.t + %(ttl)s, "
+    "last_progress_at = c.t, updated_at = c.t, chain_seq = %(seq)s, chain_hash = %(hash)s, "
+    "lease_due = {lease_due}, progress_due = {progress_due} FROM c "
+    "WHERE h.id = %(id)s AND h.state = 'claimed' AND h.owner = %(owner)s "
+    "AND h.fence = %(fence)s AND h.owner_incarnation = %(inc)s AND h.steps = %(old_steps)s "
+    "AND h.spend = %(old_spend)s AND h.budget = %(budget)s AND c.t < h.lease_expires_at "
+    "AND coalesce(c.t - h.first_claimed_at <= (h.budget ->> 'max_wall_clock_s')::float8, "
+    "true) AND (SELECT hash FROM {{s}}.checkpoints WHERE handoff_id = h.id ORDER BY seq "
+    "DESC LIMIT 1) IS NOT DISTINCT FROM %(last_hash)s RETURNING h.id) "
+    "INSERT INTO {{s}}.checkpoints (handoff_id, seq, fence, hash, record) "
+    "SELECT id, %(seq)s, %(fence)s, %(hash)s, %(text)s FROM u RETURNING (SELECT t FROM c)"
+).format(stamp="{stamp}", lease_due=_due_sql("h.lease_due", "c.t + %(ttl)s", "c.t"),
+         progress_due=_due_sql("h.progress_due", "c.t + h.progress_timeout_s", "c.t"))
+_PICKED_LINKS = _LINKS.replace("handoff_id = %s", "handoff_id = current_setting('dhp.picked')")
+_PICKED_HEAD = ("SELECT chain_seq, chain_hash FROM {s}.handoffs "
+                "WHERE id = current_setting('dhp.picked')")
 
 
 class PostgresTx(Tx):
@@ -257,6 +377,10 @@ class PostgresTx(Tx):
         # a cursor pipelined behind the row's lock).
         self._heads: dict[str, Any] = {}
         self._unsynced = False
+        # What this transaction wrote, kept by the store once it commits (kept_lease):
+        # handoff id -> (record, owner_incarnation), and -> (seq, hash) of a new last link.
+        self.wrote: dict[str, tuple[dict, str | None]] = {}
+        self.wrote_links: dict[str, tuple[int, str]] = {}
 
     def _execute(self, sql: str, args: Any = None) -> psycopg.Cursor:
         self.clock_at_lock = None
@@ -351,7 +475,8 @@ class PostgresTx(Tx):
 
     def insert_new(self, rows: list[tuple[str, dict, dict, str, str | None]]) -> None:
         # A concurrent dispatch of the same intent inserted it first: same handoff (DHP-ID-004).
-        cols = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "created_at", "updated_at")
+        cols = ("id", "envelope", "task_kind", *RECORD_COLUMNS, "lease_due", "progress_due",
+                "created_at", "updated_at")
         stamp, stamp_args = self._stamp()
         for row in rows:
             self.mark_takeable(row[2])
@@ -360,8 +485,9 @@ class PostgresTx(Tx):
                 f"INSERT INTO {self.s}.handoffs ({', '.join(cols)}) VALUES "
                 f"({', '.join(['%s'] * (len(cols) - 1))}, {stamp}) ON CONFLICT (id) DO NOTHING",
                 [[hid, _dumps(envelope) if text is None else text,
-                  envelope["intent"]["task_kind"], *_record_values(record), created_at,
-                  *stamp_args] for hid, envelope, record, created_at, text in rows])
+                  envelope["intent"]["task_kind"], *_record_values(record),
+                  *_due_keys(record), created_at, *stamp_args]
+                 for hid, envelope, record, created_at, text in rows])
 
     def _stamp(self) -> tuple[str, list]:
         # updated_at: the server's clock, or the test clock that replaces it.
@@ -371,10 +497,17 @@ class PostgresTx(Tx):
         # Sent, not waited for: the row is locked by this transaction (get), and an error
         # surfaces at the commit, before anything is acknowledged.
         self.mark_takeable(record)
+        self.wrote[handoff_id] = (record, owner_incarnation)
         sets = ", ".join(f"{c} = %s" for c in (*RECORD_COLUMNS, "owner_incarnation"))
         stamp, stamp_args = self._stamp()
-        self._execute(f"UPDATE {{s}}.handoffs SET {sets}, updated_at = {stamp} WHERE id = %s",
-                      [*_record_values(record), owner_incarnation, *stamp_args, handoff_id])
+        self._execute(
+            f"UPDATE {{s}}.handoffs SET {sets}, updated_at = n.now, "
+            f"lease_due = {_due_sql('lease_due', 'n.lease', 'n.now')}, "
+            f"progress_due = {_due_sql('progress_due', 'n.progress', 'n.now')} "
+            f"FROM (SELECT %s::float8 AS lease, %s::float8 AS progress, {stamp} AS now) AS n "
+            "WHERE id = %s",
+            [*_record_values(record), owner_incarnation, *_due_keys(record), *stamp_args,
+             handoff_id])
 
     def last_link(self, handoff_id: str) -> tuple[int, str] | None:
         links = self._links_of(handoff_id, record=False)
@@ -399,6 +532,7 @@ class PostgresTx(Tx):
         for r, _text in records:
             self._links.pop(r["handoff_id"], None)
             self._heads.pop(r["handoff_id"], None)
+            self.wrote_links[r["handoff_id"]] = (r["seq"], r["hash"])
         with self.conn.cursor() as cur:
             cur.executemany(
                 f"INSERT INTO {self.s}.checkpoints (handoff_id, seq, fence, hash, record) "
@@ -424,6 +558,16 @@ class PostgresTx(Tx):
                           (handoff_id,))
         return None if found is None or found[0] is None else (found[0], found[1])
 
+    def last_link_known(self, handoff_id: str) -> tuple[int, str] | None | bool:
+        """The handoff's last link as this transaction left it, None when it has no
+        checkpoint, False when this transaction does not know."""
+        if handoff_id in self.wrote_links:
+            return self.wrote_links[handoff_id]
+        cached = self._links.get(handoff_id, (None, False))[0]
+        if not isinstance(cached, list):
+            return False
+        return (cached[0][0], cached[0][1]) if cached else None
+
     def checkpoints(self, handoff_id: str) -> list[dict]:
         rows = self._all("SELECT record FROM {s}.checkpoints WHERE handoff_id = %s "
                          "ORDER BY seq", (handoff_id,))
@@ -439,8 +583,8 @@ class PostgresTx(Tx):
         where, args = [], []
         if expired_before is not None:
             states = ("claimed",)
-            where.append("lease_expires_at <= %s")
-            args.append(expired_before)
+            where.append("lease_due <= %s AND lease_expires_at <= %s")  # migration 4
+            args += [expired_before, expired_before]
         for column, values in (("state", states), ("task_kind", task_kinds)):
             if values is not None:
                 where.append(f"{column} = ANY(%s)")
@@ -456,36 +600,35 @@ class PostgresTx(Tx):
             sql += " FOR UPDATE SKIP LOCKED"
         return [_row(r) for r in self._all(sql, args)]
 
-    # --- claim_next's scans: one indexed query each, skipping rows another writer holds ---
+    # --- claim_next's pick: one statement (_pick_sql) ---
 
-    def _first(self, where: str, args: list, task_kinds: tuple[str, ...]) -> dict | None:
-        found = self._one(f"{self._select()} WHERE ({where}) AND task_kind = ANY(%s) "
-                          "ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED", [*args, list(task_kinds)])
-        return _row(found) if found else None
-
-    def next_resumable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
-        # Written so that the planner reads handoffs_by_state for these two states only.
-        return self._first("state IN ('orphaned', 'released') "
-                           "AND (state = 'orphaned' OR steps > 0) "
-                           "AND (not_before IS NULL OR not_before <= %s) "
-                           "OR state = 'claimed' AND lease_expires_at <= %s", [now, now],
-                           task_kinds)
-
-    def next_takeable(self, task_kinds: tuple[str, ...], now: float) -> dict | None:
-        return self._first("state IN ('pending', 'released', 'orphaned') "
-                           "AND (not_before IS NULL OR not_before <= %s) "
-                           "OR state = 'claimed' AND lease_expires_at <= %s", [now, now],
-                           task_kinds)
-
-    def claimed_by(self, incarnation: str, task_kinds: tuple[str, ...]) -> dict | None:
-        return self._first("state = 'claimed' AND owner_incarnation = %s", [incarnation],
-                           task_kinds)
-
-    def next_due(self, task_kinds: tuple[str, ...], now: float) -> float | None:
-        due = "CASE WHEN state = 'claimed' THEN lease_expires_at ELSE not_before END"
-        return self._one(f"SELECT MIN({due}) FROM {{s}}.handoffs WHERE state IN ('pending', "
-                         "'released', 'orphaned', 'claimed') AND task_kind = ANY(%s) "
-                         f"AND {due} > %s", [list(task_kinds), now])[0]
+    def pick_next(self, task_kinds: tuple[str, ...]) -> tuple[dict | None, bool,
+                                                             float | None]:
+        # One round trip (with the BEGIN before it): the pick, and behind it the picked
+        # row's links, a statement of their own so that they see what the lock's previous
+        # holder committed (as in get).
+        clock = self.store.clock  # tests only: the clock that replaces the server's
+        one = len(task_kinds) == 1
+        cur = self._execute(_PICK[one].replace("{clock}", _CLOCK if clock is None
+                                               else "%(now)s"),
+                            {"kinds": task_kinds[0] if one else list(task_kinds),
+                             "me": incarnation(),
+                             "now": None if clock is None else float(clock())})
+        links = self.conn.execute(_PICKED_LINKS.replace("{s}", self.s), (True,))
+        head = self.conn.execute(_PICKED_HEAD.replace("{s}", self.s))  # DHP-SEC-010
+        self._sync()
+        found = cur.fetchone()
+        picked_links = links.fetchall()
+        picked_head = head.fetchone()
+        n = len(_ROW_COLUMNS)
+        self.clock_at_lock = found[n + 2]
+        if found[0] is None:
+            return None, False, found[n + 1]
+        row = _row(found[:n])
+        self._links[row["handoff_id"]] = (picked_links, True)
+        self._heads[row["handoff_id"]] = None if picked_head is None or picked_head[0] is None \
+            else tuple(picked_head)
+        return row, found[n] == 1, None
 
     def owner_incarnations(self) -> list[str]:
         # One probe of the partial index per owner (a loose index scan), not a read of every
@@ -569,9 +712,8 @@ class PostgresTx(Tx):
         return [r[0] for r in self._all(
             "SELECT id FROM {s}.handoffs WHERE state = 'claimed' "
             "AND progress_timeout_s IS NOT NULL "
-            "AND last_progress_at + progress_timeout_s < %s ORDER BY seq LIMIT %s "
-            "FOR UPDATE SKIP LOCKED",
-            (now, limit))]
+            "AND progress_due < %s AND last_progress_at + progress_timeout_s < %s "
+            "ORDER BY seq LIMIT %s FOR UPDATE SKIP LOCKED", (now, now, limit))]
 
     def over_wall_clock(self, now: float, limit: int) -> list[str]:
         return [r[0] for r in self._all(
@@ -639,6 +781,8 @@ class PostgresStore(StoreBackend):
             "idle_in_transaction_session_timeout": IDLE_IN_TRANSACTION_MS,
             **SERVER_KEEPALIVES})}
         self._local = threading.local()
+        # Leases this process holds, as its last committed write left them (kept_lease).
+        self._kept: dict[str, dict] = {}
         self._pool: ConnectionPool | None = None
         self._pid = -1
         self._mutex = threading.Lock()
@@ -664,6 +808,7 @@ class PostgresStore(StoreBackend):
         # alone; psycopg does not close a connection inherited across fork).
         with self._mutex:
             if self._pool is None or self._pid != os.getpid():
+                self._kept.clear()  # a forked child holds none of its parent's leases
                 self._pool = ConnectionPool(self.conninfo, kwargs=self._kwargs, min_size=1,
                                             max_size=self.pool_max, open=True, timeout=POOL_WAIT_S,
                                             name=f"dhp-{self.schema}")
@@ -780,6 +925,7 @@ class PostgresStore(StoreBackend):
                     return
                 with _pipelined_transaction(conn, sync, tx) as tx.pipeline:
                     yield tx
+                self._keep(tx)
             finally:
                 self._local.tx = None
 
@@ -790,6 +936,55 @@ class PostgresStore(StoreBackend):
             self.pool_max = max(self.pool_max, n + POOL_MAX)
             if self._pool is not None and self._pid == os.getpid():
                 self._pool.resize(1, self.pool_max)
+
+    def _keep(self, tx: PostgresTx) -> None:
+        """After a commit: keep the leases it left this process holding, drop the rest."""
+        with self._mutex:
+            for hid, (record, incarnation) in tx.wrote.items():
+                link = tx.last_link_known(hid)
+                if record["state"] != "claimed" or incarnation is None or link is False:
+                    self._kept.pop(hid, None)
+                    continue
+                if hid not in self._kept and len(self._kept) >= KEPT_CAP:
+                    self._kept.pop(next(iter(self._kept)))
+                self._kept[hid] = {"record": record, "owner_incarnation": incarnation,
+                                   "link": link}
+
+    def kept_lease(self, handoff_id: str) -> dict | None:
+        with self._mutex:
+            return self._kept.get(handoff_id) if self._pid == os.getpid() else None
+
+    def checkpoint_kept(self, handoff_id: str, kept: dict, record: dict, ttl: float,
+                        checkpoint: dict, text: str) -> bool:
+        # One round trip: BEGIN, the statement and COMMIT go out together (pipelined).
+        old = kept["record"]
+        link = kept["link"]
+        args = {"id": handoff_id, "owner": old["owner"], "fence": old["fence"],
+                "inc": kept["owner_incarnation"], "old_steps": old["steps"],
+                "old_spend": old["spend"], "budget": Jsonb(old["budget"]),
+                "last_hash": link[1] if link else None, "steps": record["steps"],
+                "spend": record["spend"], "ttl": ttl, "seq": checkpoint["seq"],
+                "hash": checkpoint["hash"], "text": text,
+                "clock": None if self.clock is None else self.clock()}
+        stamp = _CLOCK if self.clock is None else "%(clock)s::float8"
+        try:
+            with self.transaction() as tx:
+                cur = tx._execute(_CHECKPOINT_KEPT.replace("{stamp}", stamp), args)
+            found = cur.fetchone()
+        except BaseException:
+            with self._mutex:
+                self._kept.pop(handoff_id, None)
+            raise
+        with self._mutex:
+            if found is None:  # the row moved on: the full path reads it
+                self._kept.pop(handoff_id, None)
+                return False
+            now = found[0]
+            self._kept[handoff_id] = {
+                "record": dict(record, lease_expires_at=now + ttl, last_progress_at=now),
+                "owner_incarnation": kept["owner_incarnation"],
+                "link": (checkpoint["seq"], checkpoint["hash"])}
+        return True
 
     def announce_work(self) -> None:
         # This process's waiters at once (a signal handler may call this, even inside a
