@@ -120,9 +120,9 @@ def _as_version_3(s: str) -> None:
 
 def test_a_store_of_schema_3_upgrades_to_the_lower_bound_deadline_keys(url):
     """Migration 6 (with 4 and 5) on a store as version 3 wrote it (no lease_due or
-    progress_due, the lease and progress indexes on the deadlines themselves): every row and checkpoint is
-    kept, the keys start at the deadlines, the scans for passed deadlines find the same
-    handoffs through the new indexes, and partly done work has an index of its own."""
+    progress_due, the lease and progress indexes on the deadlines themselves): every row and
+    checkpoint is kept, the keys start at the deadlines, the scans for passed deadlines find
+    the same handoffs through the new indexes, and partly done work has an index of its own."""
     clock = ManualClock()
     store = pg.PostgresStore(url, clock=clock)
     hids = [dhp.dispatch(store, "m4", {"i": i}, {}, progress_timeout_s=30) for i in range(4)]
