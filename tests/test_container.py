@@ -116,7 +116,8 @@ def stack():
                            env={**ENV, "PYTHON": sys.executable}, capture_output=True,
                            text=True, timeout=1200)
     assert build.returncode == 0, f"tools/container_image.sh failed:\n{build.stderr[-4000:]}"
-    ports = {"DHP_DASHBOARD_PORT": str(free_port()), "DHP_MCP_PORT": str(free_port())}
+    ports = {"DHP_DASHBOARD_PORT": str(free_port()), "DHP_MCP_PORT": str(free_port()),
+             "DHP_SUBNET": "10.89.230"}   # beside a user's stack on the default 10.89.229
     env = {**ENV, **ports}
     compose("down", "-v", env=env)   # leftovers of an interrupted run
     try:
