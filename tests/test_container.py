@@ -6,8 +6,9 @@ dashboard from the host), SIGKILL the leading supervisor and see the other lead,
 worker with `podman stop` and see it drain (tini passes SIGTERM on), and stop the stack.
 
 Needs root, podman, runc, debootstrap (for the base image, once) and podman-compose: without
-them a skip, a failure when DHP_REQUIRE_CONTAINERS=1 (as in CI). About 3 minutes with the
-base image present (a new machine adds about 2 minutes: tools/container_image.sh).
+them a skip, a failure when DHP_REQUIRE_CONTAINERS=1 (as in CI). About 45 s with the images
+cached (podman keeps them between runs); on a new machine tools/container_image.sh first makes
+them from nothing, about 90 s more (bench/README.md). Not behind DHP_SLOW for that reason.
 """
 
 from __future__ import annotations
@@ -129,6 +130,9 @@ def stack():
         for name in ("worker_1", "worker_2", "supervisor-1_1", "supervisor-2_1"):
             print(f"== {name}\n{logs(name)[-3000:]}", file=sys.stderr)
         compose("down", "-v", env=env)
+        left = [n for n in podman("ps", "-a", "--format", "{{.Names}}").split()
+                if n.startswith(f"{PROJECT}_")]
+        assert not left, f"containers left after podman-compose down: {left}"
 
 
 DISPATCH = """
