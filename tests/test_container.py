@@ -218,11 +218,13 @@ def test_the_stack_survives_a_killed_worker_and_a_killed_supervisor(stack):
     before = len(leads(other))
     podman("kill", "--signal", "KILL", f"{PROJECT}_supervisor-{first}_1")
     wait_for(f"supervisor {other} to take the lead", lambda: len(leads(other)) > before, 60)
+    podman("start", f"{PROJECT}_supervisor-{first}_1")   # back, as a follower
+    alive = f"supervisor-{other}_1"
 
     # `podman stop` drains a busy worker: SIGTERM reaches `dhp worker` through tini, the
     # running task finishes or is released, and the container exits 0.
     podman("start", f"{PROJECT}_worker_1")
-    (slow,) = in_stack(DISPATCH % (12, 0.5, 1))
+    (slow,) = in_stack(DISPATCH % (12, 0.5, 1), alive)
     wait_for("a worker to take the slow handoff",
              lambda: f"take demo.steps {slow[:19]}" in logs("worker_1") + logs("worker_2"),
              120, every=0.2)
@@ -230,4 +232,4 @@ def test_the_stack_survives_a_killed_worker_and_a_killed_supervisor(stack):
     podman("stop", "-t", "40", f"{PROJECT}_worker_{holder}", timeout=90)
     code = podman("inspect", "--format", "{{.State.ExitCode}}", f"{PROJECT}_worker_{holder}")
     assert code.strip() == "0", logs(f"worker_{holder}")[-2000:]
-    assert in_stack(FINISH % ([slow],))["states"] == ["completed"]
+    assert in_stack(FINISH % ([slow],), alive)["states"] == ["completed"]
