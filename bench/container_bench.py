@@ -72,7 +72,7 @@ def until(pred, timeout: float = 600) -> None:
 
 
 def start_once(i: int) -> dict:
-    compose("down", "-v")
+    compose("down", "--remove-orphans", "-v")
     began = time.perf_counter()
     compose("up", "-d")
     until(lambda: all(" start " in logs(f"worker_{n}") for n in (1, 2)))
@@ -83,7 +83,7 @@ def start_once(i: int) -> dict:
     until(lambda: f"complete demo.steps {hid[:19]}" in logs("worker_1") + logs("worker_2"))
     first = time.perf_counter() - began
     stop = time.perf_counter()
-    compose("down", "-v")
+    compose("down", "--remove-orphans", "-v")
     return {"ready_s": round(ready, 1), "first_result_s": round(first, 1),
             "down_s": round(time.perf_counter() - stop, 1)}
 
@@ -114,7 +114,7 @@ def main() -> None:
             runs.append(start_once(i))
             log(f"start {i + 1}: {runs[-1]}")
     finally:
-        compose("down", "-v")
+        compose("down", "--remove-orphans", "-v")
     out["start"] = {key: {"median": round(statistics.median(r[key] for r in runs), 1),
                           "max": max(r[key] for r in runs)} for key in runs[0]}
     out["runs"] = args.runs

@@ -120,7 +120,7 @@ def stack():
     ports = {"DHP_DASHBOARD_PORT": str(free_port()), "DHP_MCP_PORT": str(free_port()),
              "DHP_SUBNET": "10.89.230"}   # beside a user's stack on the default 10.89.229
     env = {**ENV, **ports}
-    compose("down", "-v", env=env)   # leftovers of an interrupted run
+    compose("down", "--remove-orphans", "-v", env=env)   # leftovers of an interrupted run
     try:
         compose("up", "-d", env=env)
         for n in (1, 2):
@@ -129,7 +129,7 @@ def stack():
     finally:
         for name in ("worker_1", "worker_2", "supervisor-1_1", "supervisor-2_1"):
             print(f"== {name}\n{logs(name)[-3000:]}", file=sys.stderr)
-        compose("down", "-v", env=env)
+        compose("down", "--remove-orphans", "-v", env=env)
         left = [n for n in podman("ps", "-a", "--format", "{{.Names}}").split()
                 if n.startswith(f"{PROJECT}_")]
         assert not left, f"containers left after podman-compose down: {left}"
