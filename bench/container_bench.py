@@ -33,8 +33,8 @@ DEPLOY = C.REPO / "deploy"
 PROJECT = "dhpbench"
 ENV = {**os.environ, "CONTAINERS_CONF": os.environ.get("CONTAINERS_CONF",
                                                        str(DEPLOY / "containers.conf")),
-       "PYTHON": sys.executable, "DHP_DASHBOARD_PORT": "18480", "DHP_MCP_PORT": "18471",
-       "DHP_SUBNET": "10.89.231"}
+       "PYTHON": sys.executable, "DHP_PG_PORT": "18432", "DHP_DASHBOARD_PORT": "18480",
+       "DHP_MCP_PORT": "18471"}   # host networking: on 127.0.0.1, beside a `dhp` stack
 IMAGES = {"base": "localhost/dhp-base:bookworm", "dhp": "localhost/dhp:latest",
           "postgres": "localhost/dhp-postgres:15"}
 

@@ -117,8 +117,10 @@ def stack():
                            env={**ENV, "PYTHON": sys.executable}, capture_output=True,
                            text=True, timeout=1200)
     assert build.returncode == 0, f"tools/container_image.sh failed:\n{build.stderr[-4000:]}"
-    ports = {"DHP_DASHBOARD_PORT": str(free_port()), "DHP_MCP_PORT": str(free_port()),
-             "DHP_SUBNET": "10.89.230"}   # beside a user's stack on the default 10.89.229
+    # Host networking: every server on 127.0.0.1, on free ports (beside a user's stack on the
+    # default 55432, 8480 and 8471, and the host's own PostgreSQL on 5432).
+    ports = {"DHP_PG_PORT": str(free_port()), "DHP_DASHBOARD_PORT": str(free_port()),
+             "DHP_MCP_PORT": str(free_port())}
     env = {**ENV, **ports}
     compose("down", "--remove-orphans", "-v", env=env)   # leftovers of an interrupted run
     try:
@@ -181,12 +183,13 @@ def test_the_stack_survives_a_killed_worker_and_a_killed_supervisor(stack):
         if hid[:19] in held:
             assert fence == 2 and result["resumed_from"] > 0, (hid, fence, result)
 
-    # The dashboard, reached from the host, shows the takeover (its token is in its log).
+    # The dashboard, on the host's 127.0.0.1, shows the takeover. On loopback reads are open;
+    # requeue and cancel need the token in its log.
     base = f"http://127.0.0.1:{stack['DHP_DASHBOARD_PORT']}"
-    token = re.search(r"#token=([\w-]+)", logs("dashboard_1")).group(1)
-    assert http(f"{base}/api/overview")[0] == 401            # off loopback: reads need it
+    assert re.search(r"token for requeue and cancel: [\w-]{16,}", logs("dashboard_1"))
     hid = next(h for h in ids if h[:19] in held)
-    status, body = http(f"{base}/api/handoffs/{hid}", token)
+    assert http(f"{base}/api/handoffs/{hid}/cancel", None, b"")[0] == 401
+    status, body = http(f"{base}/api/handoffs/{hid}")
     assert status == 200
     timeline = json.loads(body)["timeline"]
     first, second = (next(e for e in timeline if e.get("fence") == f and e.get("worker"))
@@ -204,6 +207,13 @@ def test_the_stack_survives_a_killed_worker_and_a_killed_supervisor(stack):
                "Accept": "application/json, text/event-stream"}
     assert http(mcp, None, hello, headers)[0] == 401
     assert http(mcp, mcp_token, hello, headers)[0] == 200
+
+    # Every server of the stack listens on 127.0.0.1 only (host networking).
+    listening = subprocess.run(["ss", "-Hltn"], capture_output=True, text=True).stdout
+    for port in stack.values():
+        addrs = {line.split()[3].rsplit(":", 1)[0] for line in listening.splitlines()
+                 if line.split()[3].endswith(f":{port}")}
+        assert addrs == {"127.0.0.1"}, (port, addrs)
 
     # Kill the leading supervisor: the other one leads.
     def leads(n: int) -> list[str]:

@@ -3,7 +3,7 @@
 # random password for the role `dhp`, writes it as a libpq password file to /secrets/pgpass
 # (owned by the DHP image's user, uid 10001, mode 0600: the DHP containers mount the volume
 # and set PGPASSFILE), and creates the cluster with the database `dhp` owned by `dhp`. Only
-# password (scram-sha-256) logins over TCP are accepted. Nothing secret is in the image.
+# password (scram-sha-256) logins over TCP are accepted, on 127.0.0.1:$PGPORT by default. Nothing secret is in the image.
 set -eu
 BIN=/usr/lib/postgresql/15/bin
 PGDATA=/var/lib/postgresql/data
@@ -27,5 +27,7 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
     | as_pg "$BIN/postgres" --single -D "$PGDATA" postgres >/dev/null
   echo "dhp-postgres: new cluster in $PGDATA (role and database dhp)" >&2
 fi
+# The stack runs on the host's network: listen on loopback only ($PG_LISTEN), on $PGPORT.
 exec setpriv --reuid=postgres --regid=postgres --init-groups \
-  "$BIN/postgres" -D "$PGDATA" -c listen_addresses='*' -c "max_connections=${PG_MAX_CONNECTIONS:-200}"
+  "$BIN/postgres" -D "$PGDATA" -c "listen_addresses=${PG_LISTEN:-127.0.0.1}" \
+  -c "port=${PGPORT:-5432}" -c "max_connections=${PG_MAX_CONNECTIONS:-200}"
