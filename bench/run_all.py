@@ -53,6 +53,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "group_commit_slow": ["group_commit.py", "--flush-ms", "5"],
     "validate": ["validate_bench.py"],
     "fleet_pg": ["fleet_pg.py"],
+    "container": ["container_bench.py", "--cold"],
 }
 
 # sides include ours_pg
