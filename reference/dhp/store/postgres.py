@@ -602,6 +602,7 @@ def _pipelined_transaction(conn: psycopg.Connection, sync: str,
             if tx.announce:
                 conn.execute("SELECT pg_notify(%s, '')", (tx.store.doorbell.channel,))
             conn.execute("COMMIT")
+        _refuse_unreplicated(conn)
     except BaseException:
         # When a statement failed the server skipped what followed it (the ROLLBACK too):
         # the transaction is open and aborted. End it so the pool gets the connection idle.
@@ -609,6 +610,30 @@ def _pipelined_transaction(conn: psycopg.Connection, sync: str,
                                             psycopg.pq.TransactionStatus.INERROR):
             _roll_back(conn)
         raise
+
+
+# A commit whose wait for the synchronous standby was cancelled (the statement timeout, a
+# cancel request) is committed on the primary only, and the server says so only in a warning:
+# it is not acknowledged, its outcome is unknown (DHP-SRV-012).
+_UNREPLICATED = "canceling wait for synchronous replication"
+
+
+def _watch_replication(conn: psycopg.Connection) -> None:
+    """The pool's configure hook: note the server's warning on the connection."""
+    conn.dhp_unreplicated = False
+
+    def note(diag: psycopg.errors.Diagnostic) -> None:
+        if (diag.message_primary or "").startswith(_UNREPLICATED):
+            conn.dhp_unreplicated = True
+
+    conn.add_notice_handler(note)
+
+
+def _refuse_unreplicated(conn: psycopg.Connection) -> None:
+    if getattr(conn, "dhp_unreplicated", False):
+        conn.dhp_unreplicated = False
+        raise Unavailable("the commit was cancelled while it waited for the synchronous "
+                          "standby: it may be on the primary only (outcome unknown)")
 
 
 def _roll_back(conn: psycopg.Connection) -> None:
@@ -666,7 +691,8 @@ class PostgresStore(StoreBackend):
             if self._pool is None or self._pid != os.getpid():
                 self._pool = ConnectionPool(self.conninfo, kwargs=self._kwargs, min_size=1,
                                             max_size=self.pool_max, open=True, timeout=POOL_WAIT_S,
-                                            name=f"dhp-{self.schema}")
+                                            name=f"dhp-{self.schema}",
+                                            configure=_watch_replication)
                 self._pid = os.getpid()
             return self._pool
 
@@ -682,7 +708,10 @@ class PostgresStore(StoreBackend):
         try:
             with pool.connection() as conn:
                 yield conn
-        except (psycopg.OperationalError, PoolTimeout) as exc:
+        except (psycopg.OperationalError, PoolTimeout,
+                psycopg.errors.ReadOnlySqlTransaction) as exc:
+            # Read-only: this session reached a server that is (now) a standby; another
+            # connection finds the primary (target_session_attrs=read-write).
             self._after_failure(pool)
             raise Unavailable(f"store {self.display_url()}: {exc}".strip()) from None
         except psycopg.Error as exc:
