@@ -4,8 +4,10 @@ high-availability.md describes (SIGKILL of the primary's processes, `pg_ctl prom
 
 Used by tests/test_store_ha.py and bench/store_failover.py. It follows the page's steps one
 by one; tests/test_store_ha.py checks that the page lists every setting below. Optionally the
-standby runs in a network namespace of its own behind an emulated round trip (tc netem), to
-measure what a standby in another region costs each acknowledged write.
+standby reaches its primary through tests/delay_proxy.py, an emulated round trip, to measure
+what a standby in another region costs each acknowledged write. (tc netem in a network
+namespace would be the usual tool; this machine's kernel has no sch_netem, so the delay is
+made in user space, on the replication connection, which is the one a commit waits for.)
 
 Nothing here touches any other server: the ports are free ones, the folders temporary, and
 as root every server command runs as the unprivileged user `postgres`."""
@@ -17,6 +19,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -39,8 +42,7 @@ STANDBY_SETTINGS = {
     "wal_receiver_timeout": "'5s'",
     "synchronous_standby_names": "''",
 }
-NETNS = "dhpha"
-HOST_ADDR, NS_ADDR = "10.231.77.1", "10.231.77.2"
+PROXY = Path(__file__).resolve().parent / "delay_proxy.py"
 
 
 def missing() -> str | None:
@@ -64,16 +66,18 @@ def free_port() -> int:
 
 
 class PgPair:
-    """A primary and a synchronous standby. `rtt_ms`: put the standby in its own network
-    namespace behind that emulated round trip (root only)."""
+    """A primary and a synchronous standby. `rtt_ms`: the standby's replication connection
+    goes through a proxy that delays it by that round trip."""
 
     def __init__(self, rtt_ms: float | None = None):
         self.rtt_ms = rtt_ms
         self.root = Path(tempfile.mkdtemp(prefix="dhp-ha-"))
         self.primary_dir, self.standby_dir = self.root / "primary", self.root / "standby"
         self.primary_port, self.standby_port = free_port(), free_port()
-        self.standby_host = NS_ADDR if rtt_ms is not None else "127.0.0.1"
-        self.primary_host = HOST_ADDR if rtt_ms is not None else "127.0.0.1"
+        self.standby_host = "127.0.0.1"
+        # Where the standby reaches the primary: directly, or through the delaying proxy.
+        self.upstream_port = free_port() if rtt_ms is not None else self.primary_port
+        self.proxy: subprocess.Popen | None = None
         self.as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
         self.promoted = False
 
@@ -104,9 +108,8 @@ class PgPair:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _run(self, *cmd: str, netns: bool = False) -> str:
-        prefix = ["ip", "netns", "exec", NETNS] if netns else []
-        done = subprocess.run([*prefix, *self.as_user, *cmd], capture_output=True, text=True,
+    def _run(self, *cmd: str) -> str:
+        done = subprocess.run([*self.as_user, *cmd], capture_output=True, text=True,
                               timeout=120)
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed: {done.stdout}{done.stderr}")
@@ -115,34 +118,35 @@ class PgPair:
     def start(self) -> None:
         if self.as_user:
             shutil.chown(self.root, "postgres")
-        if self.rtt_ms is not None:
-            self._make_netns()
         # Step 1: the primary, with synchronous replication to one named standby.
         self._run("initdb", "-D", str(self.primary_dir), "-U", "postgres", "--auth=trust",
                   "--no-instructions", "-N")
-        listen = "127.0.0.1" + (f",{HOST_ADDR}" if self.rtt_ms is not None else "")
-        self._configure(self.primary_dir, self.primary_port, listen, PRIMARY_SETTINGS)
-        with open(self.primary_dir / "pg_hba.conf", "a") as hba:
-            hba.write(f"host replication postgres {self.standby_host}/32 trust\n"
-                      f"host all postgres {self.standby_host}/32 trust\n")
+        self._configure(self.primary_dir, self.primary_port, "127.0.0.1", PRIMARY_SETTINGS)
+        # (initdb's pg_hba.conf already lets 127.0.0.1 replicate; elsewhere add a line
+        # `host replication postgres STANDBY/32 scram-sha-256`.)
         self._pg_ctl(self.primary_dir, "start")
+        if self.rtt_ms is not None:
+            self.proxy = subprocess.Popen(
+                [sys.executable, str(PROXY), str(self.upstream_port), str(self.primary_port),
+                 str(self.rtt_ms / 2)], stdout=subprocess.PIPE, text=True)
+            assert self.proxy.stdout.readline() == "ready\n"
         # No standby yet to wait for: this one commit waits for the local flush only.
         self._sql(self.primary_url("postgres") + "?options=-csynchronous_commit%3Dlocal",
                   "CREATE DATABASE dhp")
         # Step 2: the standby, a base backup of the primary that follows its WAL.
-        self._run("pg_basebackup", "-h", self.primary_host, "-p", str(self.primary_port),
+        self._run("pg_basebackup", "-h", "127.0.0.1", "-p", str(self.primary_port),
                   "-U", "postgres", "-D", str(self.standby_dir), "-X", "stream", "-R",
-                  "--checkpoint=fast", "-N", netns=self.rtt_ms is not None)
+                  "--checkpoint=fast", "-N")
         # Step 3: its name, by which the primary waits for it, and its own port. -R wrote
         # primary_conninfo into postgresql.auto.conf, which wins over postgresql.conf: the
         # name goes there (a later line wins).
         self._configure(self.standby_dir, self.standby_port, self.standby_host,
                         STANDBY_SETTINGS)
         with open(self.standby_dir / "postgresql.auto.conf", "a") as auto:
-            auto.write(f"primary_conninfo = 'host={self.primary_host} "
-                       f"port={self.primary_port} user=postgres "
+            auto.write(f"primary_conninfo = 'host=127.0.0.1 "
+                       f"port={self.upstream_port} user=postgres "
                        f"application_name={STANDBY_NAME}'\n")
-        self._pg_ctl(self.standby_dir, "start", netns=self.rtt_ms is not None)
+        self._pg_ctl(self.standby_dir, "start")
         # Step 4: check that the primary sees it as its synchronous standby.
         self.wait_sync()
 
@@ -153,9 +157,9 @@ class PgPair:
         with open(data / "postgresql.conf", "a") as conf:
             conf.write("".join(f"{k} = {v}\n" for k, v in lines.items()))
 
-    def _pg_ctl(self, data: Path, action: str, netns: bool = False) -> None:
+    def _pg_ctl(self, data: Path, action: str) -> None:
         self._run("pg_ctl", "-D", str(data), "-l", str(data.parent / f"{data.name}.log"),
-                  "-w", "-t", "60", action, netns=netns)
+                  "-w", "-t", "60", action)
 
     @staticmethod
     def _sql(url: str, sql: str) -> list:
@@ -194,49 +198,24 @@ class PgPair:
 
     def stop_standby(self) -> None:
         """The standby goes away (cleanly): the primary's commits now wait for it."""
-        self._pg_ctl(self.standby_dir, "stop", netns=self.rtt_ms is not None)
+        self._pg_ctl(self.standby_dir, "stop")
 
     def start_standby(self) -> None:
-        self._pg_ctl(self.standby_dir, "start", netns=self.rtt_ms is not None)
+        self._pg_ctl(self.standby_dir, "start")
         self.wait_sync()
 
     def promote(self) -> None:
         """Step 5 of the failover: the standby becomes the primary (`pg_ctl promote -w`
         returns once it accepts writes)."""
-        self._pg_ctl(self.standby_dir, "promote", netns=self.rtt_ms is not None)
+        self._pg_ctl(self.standby_dir, "promote")
         self.promoted = True
 
     def stop(self) -> None:
         for data in (self.standby_dir, self.primary_dir):
             if (data / "postmaster.pid").exists():
-                subprocess.run([*(["ip", "netns", "exec", NETNS]
-                                  if self.rtt_ms is not None and data == self.standby_dir
-                                  else []), *self.as_user, "pg_ctl", "-D", str(data),
-                                "-m", "immediate", "-w", "stop"], capture_output=True,
-                               timeout=60)
-        if self.rtt_ms is not None:
-            subprocess.run(["ip", "link", "del", "dhpha0"], capture_output=True)
-            subprocess.run(["ip", "netns", "del", NETNS], capture_output=True)
+                subprocess.run([*self.as_user, "pg_ctl", "-D", str(data), "-m", "immediate",
+                                "-w", "stop"], capture_output=True, timeout=60)
+        if self.proxy is not None:
+            self.proxy.kill()
+            self.proxy.wait()
         shutil.rmtree(self.root, ignore_errors=True)
-
-    # --- the emulated distance ---
-
-    def _make_netns(self) -> None:
-        """A namespace for the standby, joined to this one by a veth pair, each direction
-        delayed by half the round trip."""
-        subprocess.run(["ip", "netns", "del", NETNS], capture_output=True)  # a stale one
-        subprocess.run(["ip", "link", "del", "dhpha0"], capture_output=True)
-        half = f"{self.rtt_ms / 2:g}ms"
-        for cmd in (["ip", "netns", "add", NETNS],
-                    ["ip", "link", "add", "dhpha0", "type", "veth", "peer", "name", "dhpha1"],
-                    ["ip", "link", "set", "dhpha1", "netns", NETNS],
-                    ["ip", "addr", "add", f"{HOST_ADDR}/24", "dev", "dhpha0"],
-                    ["ip", "link", "set", "dhpha0", "up"],
-                    ["ip", "netns", "exec", NETNS, "ip", "addr", "add", f"{NS_ADDR}/24",
-                     "dev", "dhpha1"],
-                    ["ip", "netns", "exec", NETNS, "ip", "link", "set", "dhpha1", "up"],
-                    ["ip", "netns", "exec", NETNS, "ip", "link", "set", "lo", "up"],
-                    ["tc", "qdisc", "add", "dev", "dhpha0", "root", "netem", "delay", half],
-                    ["ip", "netns", "exec", NETNS, "tc", "qdisc", "add", "dev", "dhpha1",
-                     "root", "netem", "delay", half]):
-            subprocess.run(cmd, check=True, capture_output=True)

@@ -80,6 +80,11 @@ SERVER_KEEPALIVES = {"tcp_keepalives_idle": 5, "tcp_keepalives_interval": 1,
 CLIENT_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 1,
                      "keepalives_count": 3, "tcp_user_timeout": 10_000, "connect_timeout": 10}
 POOL_MAX = 4  # per process: the main thread, heartbeat threads, a supervisor
+# While the server is away the pool tries to connect every RECONNECT_S: its own backoff
+# (1 s, 2 s, 4 s, ...) would keep workers away from a standby promoted in a fraction of a
+# second for up to the outage's length again (DHP-SRV-013). It gives up after RECONNECT_S,
+# and _try_again starts the next attempt.
+RECONNECT_S = 0.2
 POOL_WAIT_S = 10.0  # the longest a call waits for a connection (server restarting, pool busy)
 
 # Each entry is one migration: the statements that take the schema from version i to i + 1.
@@ -636,6 +641,10 @@ def _refuse_unreplicated(conn: psycopg.Connection) -> None:
                           "standby: it may be on the primary only (outcome unknown)")
 
 
+def _try_again(pool: ConnectionPool) -> None:
+    pool.check()  # an empty pool grows again: a new connection attempt at once
+
+
 def _roll_back(conn: psycopg.Connection) -> None:
     try:
         conn.execute("ROLLBACK")
@@ -692,7 +701,9 @@ class PostgresStore(StoreBackend):
                 self._pool = ConnectionPool(self.conninfo, kwargs=self._kwargs, min_size=1,
                                             max_size=self.pool_max, open=True, timeout=POOL_WAIT_S,
                                             name=f"dhp-{self.schema}",
-                                            configure=_watch_replication)
+                                            configure=_watch_replication,
+                                            reconnect_timeout=RECONNECT_S,
+                                            reconnect_failed=_try_again)
                 self._pid = os.getpid()
             return self._pool
 
