@@ -51,6 +51,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "group_commit": ["group_commit.py"],
     "group_commit_slow": ["group_commit.py", "--flush-ms", "5"],
     "validate": ["validate_bench.py"],
+    "store_failover": ["store_failover.py"],
 }
 
 # sides include ours_pg

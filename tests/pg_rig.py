@@ -40,6 +40,7 @@ PRIMARY_SETTINGS = {
 STANDBY_SETTINGS = {
     "hot_standby": "on",
     "wal_receiver_timeout": "'5s'",
+    "wal_retrieve_retry_interval": "'200ms'",
     "synchronous_standby_names": "''",
 }
 PROXY = Path(__file__).resolve().parent / "delay_proxy.py"
@@ -207,7 +208,12 @@ class PgPair:
     def promote(self) -> None:
         """Step 5 of the failover: the standby becomes the primary (`pg_ctl promote -w`
         returns once it accepts writes)."""
-        self._pg_ctl(self.standby_dir, "promote")
+        try:
+            self._pg_ctl(self.standby_dir, "promote")
+        except RuntimeError as exc:
+            log = (self.root / "standby.log").read_text(errors="replace")
+            raise RuntimeError(f"{exc}\nstandby log, last lines:\n"
+                               + "\n".join(log.splitlines()[-15:])) from None
         self.promoted = True
 
     def stop(self) -> None:

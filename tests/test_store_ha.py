@@ -92,7 +92,8 @@ def test_every_acknowledged_checkpoint_is_on_the_promoted_standby(pair):
 
     unknown, n, after = 0, 0, 0
     with dhp.claim(store, hid, worker_id="w1") as ctx:
-        threading.Timer(1.0, fail_over).start()
+        timer = threading.Timer(1.0, fail_over)
+        timer.start()
         deadline = time.monotonic() + 60
         while after < 5 and time.monotonic() < deadline:
             try:
@@ -104,6 +105,7 @@ def test_every_acknowledged_checkpoint_is_on_the_promoted_standby(pair):
             n += 1
             acked.append(n)
             after += killed.is_set()
+        timer.join()  # the new primary can answer before `pg_ctl promote -w` returns
         ctx.complete({})
     chain = [c["state"]["n"] for c in dhp.checkpoints(store, hid)]
     store.close()
