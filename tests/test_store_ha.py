@@ -167,3 +167,40 @@ def test_the_high_availability_page_lists_every_setting_the_rig_uses():
     section = page.split("## Asynchronous replication")[1].split("\n## ")[0]
     for lost in ("lost checkpoint", "lost completion", "lost claim", "does **not** meet"):
         assert lost in section, lost
+
+
+@pytest.mark.covers("DHP-SRV-013")
+def test_dhp_a2a_and_dhp_supervisor_go_on_after_the_promotion(tmp_path, pair):
+    """Long-running servers on the store are not restarted: `dhp-a2a` answers a new task and
+    an old one on the new primary, `dhp-supervisor` keeps running."""
+    pytest.importorskip("uvicorn", reason="dhp-a2a serves with uvicorn (the `a2a` extra)")
+    from test_a2a import rpc, start_bridge, stop
+
+    def send(n: int) -> dict:
+        message = {"messageId": f"m{n}", "role": "ROLE_USER", "parts": [{"data": {
+            "task_kind": "ha.a2a", "inputs": {"n": n}, "output_schema": {}}}]}
+        return rpc(url, "SendMessage", {"message": message,
+                                        "configuration": {"returnImmediately": True}}).json()
+
+    proc, url = start_bridge(pair.url(), tmp_path / "tasks.db")
+    sup = subprocess.Popen([sys.executable, "-m", "dhp.cli.supervisor", "--store", pair.url(),
+                            "--id", "sup-ha"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    try:
+        print(sup.stdout.readline())  # its first action line: it leads, on the old primary
+        first = send(1)
+        task = first["result"]["task"]["id"]
+        pair.kill_primary()
+        pair.promote()
+        deadline = time.monotonic() + 30
+        while "result" not in (again := send(2)) and time.monotonic() < deadline:
+            time.sleep(0.2)  # an error until the standby is promoted: a client retries
+        assert "result" in again, again
+        got = rpc(url, "GetTask", {"id": task}).json()
+        assert got["result"]["id"] == task, got
+        time.sleep(1.5)  # a few supervisor passes on the new primary
+        assert proc.poll() is None, "dhp-a2a exited"
+        assert sup.poll() is None, sup.stdout.read()
+    finally:
+        stop(proc)
+        stop(sup)
