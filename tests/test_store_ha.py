@@ -114,7 +114,7 @@ def test_every_acknowledged_checkpoint_is_on_the_promoted_standby(pair):
     assert set(acked) <= set(chain), sorted(set(acked) - set(chain))
 
 
-@pytest.mark.covers("DHP-SRV-012")
+@pytest.mark.covers("DHP-SRV-012", "DHP-SRV-009")
 def test_a_commit_cancelled_while_it_waits_for_the_standby_is_not_acknowledged(pair):
     """Without its standby the primary holds each commit until the standby confirms it; a
     cancel (what the statement timeout does) lets it go committed on the primary only, with
@@ -124,6 +124,11 @@ def test_a_commit_cancelled_while_it_waits_for_the_standby_is_not_acknowledged(p
 
     store = dhp.Store(pair.url())
     hid = dhp.dispatch(store, task_kind="ha", inputs={}, output_schema={}, budget={})
+    # A session on a standby (a URL naming it alone) cannot write: unavailable, not a bug.
+    on_standby = dhp.Store(pair.standby_url())
+    with pytest.raises(dhp.Unavailable, match="read-only"):
+        dhp.dispatch(on_standby, task_kind="ha", inputs={"x": 1}, output_schema={}, budget={})
+    on_standby.close()
     with dhp.claim(store, hid, worker_id="w1") as ctx:
         ctx.checkpoint({"n": 1})
         pair.stop_standby()
