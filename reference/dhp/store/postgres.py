@@ -22,9 +22,12 @@ also reads the server's clock and, for a claimed row, probes its owner's livenes
 the last checkpoint links come back in the same round trip. A fenced write (checkpoint,
 heartbeat, complete) and a recover are two round trips each; a read is one statement.
 
-Connections. A psycopg_pool pool per process (re-made in a forked child). A connection error
-or a statement timeout is `unavailable` (retryable, outcome unknown): the broken connection is
-dropped, the pool's idle ones are checked, and the next call works once the server is back.
+Connections. A psycopg_pool pool per process (re-made in a forked child). A connection error,
+a statement timeout or a session that reached a read-only standby is `unavailable` (retryable,
+outcome unknown): the broken connection is dropped, the pool's idle ones are checked, and
+while the server is away the pool tries to connect every 0.2 s, so the next call works once
+it is back, or once a standby named in a multi-host URL is promoted (DHP-SRV-013). A commit
+whose wait for the synchronous standby was cancelled is `unavailable` too (DHP-SRV-012).
 Every session sets a statement timeout, an idle-in-transaction timeout (so a worker stopped
 inside a transaction cannot hold a row lock for long) and TCP keepalives on both ends.
 
@@ -642,7 +645,8 @@ def _refuse_unreplicated(conn: psycopg.Connection) -> None:
 
 
 def _try_again(pool: ConnectionPool) -> None:
-    pool.check()  # an empty pool grows again: a new connection attempt at once
+    if not pool.closed:
+        pool.check()  # an empty pool grows again: a new connection attempt at once
 
 
 def _roll_back(conn: psycopg.Connection) -> None:
