@@ -54,6 +54,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "validate": ["validate_bench.py"],
     "fleet_pg": ["fleet_pg.py"],
     "container": ["container_bench.py", "--cold"],
+    "store_failover": ["store_failover.py"],
 }
 
 # sides include ours_pg

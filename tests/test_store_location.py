@@ -110,6 +110,8 @@ def test_a_schema_without_dhp_tables_is_no_store(postgres_schemas, capsys):
     (PG_URL + "?schema=pg_catalog", 2, "one of the server's own"),
     (PG_URL + "?schema=pg_toast", 2, "one of the server's own"),
     ("postgresql://postgres@127.0.0.1:1/test", 3, "cannot open the store"),
+    ("postgresql://postgres@127.0.0.1:5432,127.0.0.1:x/test", 2, "malformed store URL"),
+    ("postgresql://postgres@127.0.0.1:1,127.0.0.1:2/test", 3, "cannot open the store"),
 ])
 def test_every_command_shares_the_exit_code_of_a_bad_location(name, location, code, says,
                                                               in_tmp, capsys):
@@ -156,3 +158,18 @@ def test_the_sdk_creates_by_default_and_refuses_with_create_false(tmp_path):
     assert not (tmp_path / "s").exists()
     dhp.Store(tmp_path / "s").close()  # the SDK as before: created on first use
     dhp.Store(tmp_path / "s", create=False).close()
+
+
+@pytest.mark.covers("DHP-SRV-013")
+def test_a_location_may_name_several_servers_and_the_writable_one_is_used(postgres_schemas):
+    """libpq's multi-host form: the first host is down, the second is the server; the store
+    opens on the second (the HA rig, tests/test_store_ha.py, does it across a failover)."""
+    location = postgres_schemas.location()
+    head, _, tail = location.partition("@")
+    several = (f"{head}@127.0.0.1:1,{tail}".replace("?", "?target_session_attrs=read-write&",
+                                                     1))
+    store = dhp.Store(several)
+    hid = dhp.dispatch(store, task_kind="k", inputs={}, output_schema={}, budget={})
+    assert dhp.status(store, hid)["state"] == "pending"
+    assert "127.0.0.1:1," in repr(store)
+    store.close()

@@ -516,6 +516,26 @@ def container(r: dict) -> str:
     return table(["container image and stack", "measured"], rows)
 
 
+def store_failover(r: dict) -> str:
+    rows = [["primary killed → standby promoted", spread(r["promoted_s"]["median"],
+             [f["promoted_s"] for f in r["failovers"]], " s")],
+            ["primary killed → first checkpoint on the new primary",
+             spread(r["first_write_s"]["median"], [f["first_write_s"] for f in r["failovers"]],
+                    " s")],
+            ["calls answered `unavailable` in between (median)",
+             num(statistics.median(f["unavailable_calls"] for f in r["failovers"]))],
+            ["acknowledged checkpoints lost", f"{r['lost_checkpoints']} (of {r['reps']} "
+             "failovers)"]]
+    text = table([f"{r['reps']} failovers, a fresh pair each", "median [min–max]"], rows)
+    if r["rates"]:
+        text += "\n\n" + table(
+            ["round trip to the standby", "workers", "checkpoints/s", "median latency",
+             "p95 latency"],
+            [[num(x["rtt_ms"], " ms"), x["workers"], num(x["per_s"]),
+              num(x["median_ms"], " ms"), num(x["p95_ms"], " ms")] for x in r["rates"]])
+    return text
+
+
 RENDER: dict[str, Callable[[dict], str]] = {
     "failover": failover, "checkpoint_rate": checkpoint_rate,
     "supervisor_pass": supervisor_pass, "sdk_ops": sdk_ops, "dispatch": dispatch,
@@ -526,7 +546,8 @@ RENDER: dict[str, Callable[[dict], str]] = {
     "mcp": mcp, "server_load": server_load, "throughput": throughput,
     "claim_latency": claim_latency, "validate": validate,
     "write_cost": write_cost, "group_commit": group_commit,
-    "group_commit_slow": group_commit, "fleet_pg": fleet_pg, "container": container}
+    "group_commit_slow": group_commit, "fleet_pg": fleet_pg, "container": container,
+    "store_failover": store_failover}
 
 
 # ------------------------------------------------------------------ the README

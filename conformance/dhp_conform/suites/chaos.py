@@ -54,8 +54,7 @@ def workload(ctx: Ctx, *, workers: int, handoffs: int, faults: int | None,
         for _ in range(handoffs):
             args = {"task_kind": KIND, "inputs": {"n": len(hids), "seed": ctx.run.seed},
                     "output_schema": SCHEMA, "budget": {}}
-            reply = feeder.call("dispatch", args)
-            hids.append(ctx.need(reply, "dispatch")["handoff_id"])
+            hids.append(ctx.need(_dispatch(feeder, args), "dispatch")["handoff_id"])
 
     batch()
     done: set[str] = set()
@@ -192,6 +191,18 @@ def workload(ctx: Ctx, *, workers: int, handoffs: int, faults: int | None,
     return {**count, "handoffs": len(hids),
             "completed": len(done), "acked_checkpoints": acked,
             "requests": sum(1 for e in sc.events() if e["type"] == "invoke")}
+
+
+def _dispatch(feeder, args: dict, patience: float = 30.0):
+    """Dispatch, repeated while the store answers `unavailable` (its server failing over, a
+    restart): a repeated dispatch of one intent is the same handoff (DHP-ID-004), so a
+    dispatch whose outcome was unknown is safe to repeat."""
+    deadline = time.monotonic() + patience
+    while True:
+        reply = feeder.call("dispatch", args)
+        if reply.code != "unavailable" or time.monotonic() > deadline:
+            return reply
+        time.sleep(0.2)
 
 
 def _check_logs(ctx: Ctx, sc, reader, hids: list[str]) -> None:

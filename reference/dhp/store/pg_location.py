@@ -28,7 +28,7 @@ def split_location(url: str) -> tuple[str, str]:
     """(libpq conninfo URL, schema) of a store location; `schema` is our URL parameter."""
     try:
         parts = urlsplit(url)
-        parts.port  # noqa: B018 - parses the port: a bad one raises here, not in libpq
+        _check_ports(parts.netloc)
     except ValueError as exc:
         raise InvalidInput(f"malformed store URL {url!r}: {exc}") from None
     query = parse_qsl(parts.query, keep_blank_values=True)
@@ -43,6 +43,17 @@ def split_location(url: str) -> tuple[str, str]:
                            "?schema=dhp")
     rest = urlencode([(k, v) for k, v in query if k != "schema"])
     return urlunsplit(parts._replace(query=rest)), schema
+
+
+def _check_ports(netloc: str) -> None:
+    """Parse every host's port, so a bad one raises here, not in libpq. libpq's multi-host
+    form (`h1:5432,h2:5432`) names a primary and its standbys: each host may carry a port."""
+    for host in netloc.rpartition("@")[2].split(","):
+        if host.startswith("["):  # an IPv6 address: [::1]:5432
+            host = host.partition("]")[2]
+        port = host.rpartition(":")[2] if ":" in host else ""
+        if port and not (port.isdigit() and int(port) <= 65535):
+            raise ValueError(f"port {port!r} is not a number from 0 to 65535")
 
 
 def connect_failure(message: str, display_url: str, *, malformed: bool) -> DHPError:

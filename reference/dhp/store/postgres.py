@@ -27,9 +27,12 @@ last write left (kept_lease), the rules are decided on it, and one statement upd
 row only if it is still that row, with a live lease on the server's clock
 (checkpoint_kept); if not, nothing is written and the full path reads the row.
 
-Connections. A psycopg_pool pool per process (re-made in a forked child). A connection error
-or a statement timeout is `unavailable` (retryable, outcome unknown): the broken connection is
-dropped, the pool's idle ones are checked, and the next call works once the server is back.
+Connections. A psycopg_pool pool per process (re-made in a forked child). A connection error,
+a statement timeout or a session that reached a read-only standby is `unavailable` (retryable,
+outcome unknown): the broken connection is dropped, the pool's idle ones are checked, and
+while the server is away the pool tries to connect every 0.2 s, so the next call works once
+it is back, or once a standby named in a multi-host URL is promoted (DHP-SRV-013). A commit
+whose wait for the synchronous standby was cancelled is `unavailable` too (DHP-SRV-012).
 Every session sets a statement timeout, an idle-in-transaction timeout (so a worker stopped
 inside a transaction cannot hold a row lock for long) and TCP keepalives on both ends.
 
@@ -86,6 +89,11 @@ SERVER_KEEPALIVES = {"tcp_keepalives_idle": 5, "tcp_keepalives_interval": 1,
 CLIENT_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 1,
                      "keepalives_count": 3, "tcp_user_timeout": 10_000, "connect_timeout": 10}
 POOL_MAX = 4  # per process: the main thread, heartbeat threads, a supervisor
+# While the server is away the pool tries to connect every RECONNECT_S: its own backoff
+# (1 s, 2 s, 4 s, ...) would keep workers away from a standby promoted in a fraction of a
+# second for up to the outage's length again (DHP-SRV-013). It gives up after RECONNECT_S,
+# and _try_again starts the next attempt.
+RECONNECT_S = 0.2
 POOL_WAIT_S = 10.0  # the longest a call waits for a connection (server restarting, pool busy)
 
 # Each entry is one migration: the statements that take the schema from version i to i + 1.
@@ -744,6 +752,7 @@ def _pipelined_transaction(conn: psycopg.Connection, sync: str,
             if tx.announce:
                 conn.execute("SELECT pg_notify(%s, '')", (tx.store.doorbell.channel,))
             conn.execute("COMMIT")
+        _refuse_unreplicated(conn)
     except BaseException:
         # When a statement failed the server skipped what followed it (the ROLLBACK too):
         # the transaction is open and aborted. End it so the pool gets the connection idle.
@@ -751,6 +760,35 @@ def _pipelined_transaction(conn: psycopg.Connection, sync: str,
                                             psycopg.pq.TransactionStatus.INERROR):
             _roll_back(conn)
         raise
+
+
+# A commit whose wait for the synchronous standby was cancelled (the statement timeout, a
+# cancel request) is committed on the primary only, and the server says so only in a warning:
+# it is not acknowledged, its outcome is unknown (DHP-SRV-012).
+_UNREPLICATED = "canceling wait for synchronous replication"
+
+
+def _watch_replication(conn: psycopg.Connection) -> None:
+    """The pool's configure hook: note the server's warning on the connection."""
+    conn.dhp_unreplicated = False
+
+    def note(diag: psycopg.errors.Diagnostic) -> None:
+        if (diag.message_primary or "").startswith(_UNREPLICATED):
+            conn.dhp_unreplicated = True
+
+    conn.add_notice_handler(note)
+
+
+def _refuse_unreplicated(conn: psycopg.Connection) -> None:
+    if getattr(conn, "dhp_unreplicated", False):
+        conn.dhp_unreplicated = False
+        raise Unavailable("the commit was cancelled while it waited for the synchronous "
+                          "standby: it may be on the primary only (outcome unknown)")
+
+
+def _try_again(pool: ConnectionPool) -> None:
+    if not pool.closed:
+        pool.check()  # an empty pool grows again: a new connection attempt at once
 
 
 def _roll_back(conn: psycopg.Connection) -> None:
@@ -811,7 +849,10 @@ class PostgresStore(StoreBackend):
                 self._kept.clear()  # a forked child holds none of its parent's leases
                 self._pool = ConnectionPool(self.conninfo, kwargs=self._kwargs, min_size=1,
                                             max_size=self.pool_max, open=True, timeout=POOL_WAIT_S,
-                                            name=f"dhp-{self.schema}")
+                                            name=f"dhp-{self.schema}",
+                                            configure=_watch_replication,
+                                            reconnect_timeout=RECONNECT_S,
+                                            reconnect_failed=_try_again)
                 self._pid = os.getpid()
             return self._pool
 
@@ -827,7 +868,10 @@ class PostgresStore(StoreBackend):
         try:
             with pool.connection() as conn:
                 yield conn
-        except (psycopg.OperationalError, PoolTimeout) as exc:
+        except (psycopg.OperationalError, PoolTimeout,
+                psycopg.errors.ReadOnlySqlTransaction) as exc:
+            # Read-only: this session reached a server that is (now) a standby; another
+            # connection finds the primary (target_session_attrs=read-write).
             self._after_failure(pool)
             raise Unavailable(f"store {self.display_url()}: {exc}".strip()) from None
         except psycopg.Error as exc:
