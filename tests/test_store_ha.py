@@ -125,10 +125,17 @@ def test_a_commit_cancelled_while_it_waits_for_the_standby_is_not_acknowledged(p
     store = dhp.Store(pair.url())
     hid = dhp.dispatch(store, task_kind="ha", inputs={}, output_schema={}, budget={})
     # A session on a standby (a URL naming it alone) cannot write: unavailable, not a bug.
-    on_standby = dhp.Store(pair.standby_url())
+    # (Opening it may already fail: a store not yet replayed there is created on open.)
+    def write_on_standby() -> None:
+        on_standby = dhp.Store(pair.standby_url())
+        try:
+            dhp.dispatch(on_standby, task_kind="ha", inputs={"x": 1}, output_schema={},
+                         budget={})
+        finally:
+            on_standby.close()
+
     with pytest.raises(dhp.Unavailable, match="read-only"):
-        dhp.dispatch(on_standby, task_kind="ha", inputs={"x": 1}, output_schema={}, budget={})
-    on_standby.close()
+        write_on_standby()
     with dhp.claim(store, hid, worker_id="w1") as ctx:
         ctx.checkpoint({"n": 1})
         pair.stop_standby()
