@@ -60,6 +60,19 @@ async def latency(call, n: int = 20) -> dict:
     return {"median_ms": round(statistics.median(times), 2), "max_ms": round(max(times), 2)}
 
 
+async def with_streams(http: httpx.AsyncClient, pid: int, settle_s: float, name: str,
+                       call, requests: list) -> dict:
+    """Open every request as a stream, let them settle, measure the server and one more
+    call (`name`), then close them."""
+    streams = [await http.send(request, stream=True) for request in requests]
+    await asyncio.sleep(settle_s)
+    use = dict(process_use(pid), n=sum(r.status_code == 200 for r in streams),
+               **{name: await latency(call)})
+    for r in streams:
+        await r.aclose()
+    return use
+
+
 async def mcp_case(store: str, clients: int) -> dict:
     proc, url = start(["dhp.agents.mcp_cli", "--root", store, "--http", "127.0.0.1:0",
                        "--max-sessions", str(clients + 10), "--max-sessions-per-address",
@@ -93,18 +106,11 @@ async def mcp_case(store: str, clients: int) -> dict:
             out["sessions"] = dict(process_use(proc.pid), n=len(sids),
                                    health=await latency(lambda: health(sids[0])))
             C.log(f"mcp: {len(sids)} idle sessions: {out['sessions']}")
-            streams = []
-            for sid in sids:
-                request = http.build_request("GET", url, headers={
-                    "Accept": "text/event-stream", "Mcp-Session-Id": sid})
-                streams.append(await http.send(request, stream=True))
-            await asyncio.sleep(1)
-            opened = sum(r.status_code == 200 for r in streams)
-            out["streams"] = dict(process_use(proc.pid), n=opened,
-                                  health=await latency(lambda: health(sids[0])))
-            C.log(f"mcp: {opened} open event streams: {out['streams']}")
-            for r in streams:
-                await r.aclose()
+            out["streams"] = await with_streams(
+                http, proc.pid, 1, "health", lambda: health(sids[0]),
+                [http.build_request("GET", url, headers={
+                    "Accept": "text/event-stream", "Mcp-Session-Id": sid}) for sid in sids])
+            C.log(f"mcp: open event streams: {out['streams']}")
     finally:
         proc.terminate()
         proc.wait(60)
@@ -139,18 +145,12 @@ async def a2a_case(store: str, clients: int) -> dict:
                     raise RuntimeError(f"GetTask: {r.status_code} {r.text[:200]}")
 
             out["idle_server"] = process_use(proc.pid)
-            streams = []
-            for _ in range(clients):
-                request = http.build_request("POST", url, headers=A2A_HEADERS,
-                                             json=rpc("SubscribeToTask", {"id": task_id}))
-                streams.append(await http.send(request, stream=True))
-            await asyncio.sleep(3)  # past a keepalive round
-            opened = sum(r.status_code == 200 for r in streams)
-            out["streams"] = dict(process_use(proc.pid), n=opened,
-                                  get_task=await latency(get_task))
-            C.log(f"a2a: {opened} open task streams: {out['streams']}")
-            for r in streams:
-                await r.aclose()
+            out["streams"] = await with_streams(  # 3 s: past a keepalive round
+                http, proc.pid, 3, "get_task", get_task,
+                [http.build_request("POST", url, headers=A2A_HEADERS,
+                                    json=rpc("SubscribeToTask", {"id": task_id}))
+                 for _ in range(clients)])
+            C.log(f"a2a: open task streams: {out['streams']}")
     finally:
         proc.terminate()
         proc.wait(60)
